@@ -1,0 +1,144 @@
+// Package metrics defines the Prometheus collectors of the generator.
+//
+// Metrics the kubelet also exports keep the kubelet's names, types, help
+// texts, labels and buckets, so existing dashboards and alerts (for example
+// kubernetes-mixin's KubeletPlegDurationHigh) work unchanged once their job
+// selector points at pleg. Metrics of our own carry the pleg_ prefix.
+package metrics
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Values of the container_state label of kubelet_running_containers: CRI's
+// container states, lower-cased as the kubelet spells them.
+const (
+	ContainerStateCreated = "created"
+	ContainerStateRunning = "running"
+	ContainerStateExited  = "exited"
+	ContainerStateUnknown = "unknown"
+)
+
+// Reasons of pleg_pod_inspection_failures_total.
+const (
+	InspectionDeadline = "deadline"
+	InspectionError    = "error"
+)
+
+// PLEG holds the collectors of one generator.
+type PLEG struct {
+	// Kubelet's.
+	RelistDuration    prometheus.Histogram
+	RelistInterval    prometheus.Histogram
+	DiscardEvents     prometheus.Counter
+	LastSeen          prometheus.Gauge
+	PodRelistDuration prometheus.Histogram
+	RunningPods       prometheus.Gauge
+	RunningContainers *prometheus.GaugeVec
+
+	// Ours.
+	RelistInFlight     prometheus.Gauge
+	RelistStarted      prometheus.Gauge
+	InspectionDuration prometheus.Histogram
+	InspectionFailures *prometheus.CounterVec
+	CoalescedEvents    prometheus.Counter
+	InvalidItems       *prometheus.CounterVec
+}
+
+// NewPLEG creates the collectors and registers them on reg. A nil reg
+// leaves them unregistered, which is what tests and embedders without
+// Prometheus want; registering a second generator on the same reg fails.
+func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
+	m := &PLEG{
+		RelistDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kubelet_pleg_relist_duration_seconds",
+			Help:    "Duration in seconds for relisting pods in PLEG.",
+			Buckets: prometheus.DefBuckets,
+		}),
+		RelistInterval: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kubelet_pleg_relist_interval_seconds",
+			Help:    "Interval in seconds between relisting in PLEG.",
+			Buckets: prometheus.DefBuckets,
+		}),
+		DiscardEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubelet_pleg_discard_events",
+			Help: "The number of discard events in PLEG.",
+		}),
+		LastSeen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubelet_pleg_last_seen_seconds",
+			Help: "Timestamp in seconds when PLEG was last seen active.",
+		}),
+		PodRelistDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kubelet_pleg_pod_relist_duration_seconds",
+			Help:    "Duration in seconds for relisting a single pod in PLEG.",
+			Buckets: prometheus.DefBuckets,
+		}),
+		RunningPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubelet_running_pods",
+			Help: "Number of pods that have a running pod sandbox",
+		}),
+		RunningContainers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubelet_running_containers",
+			Help: "Number of containers currently running",
+		}, []string{"container_state"}),
+
+		RelistInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pleg_relist_in_flight",
+			Help: "1 while a global relist is running, else 0. With pleg_relist_started_timestamp_seconds it shows a relist that hangs, which kubelet_pleg_relist_duration_seconds only records once it returns.",
+		}),
+		RelistStarted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pleg_relist_started_timestamp_seconds",
+			Help: "Unix time at which the running or the last global relist started.",
+		}),
+		InspectionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pleg_pod_inspection_duration_seconds",
+			Help:    "Duration in seconds of inspecting one pod: the status calls for its sandboxes and containers.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
+		}),
+		InspectionFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pleg_pod_inspection_failures_total",
+			Help: "Pod inspections that failed, by reason: deadline (the per-pod inspection deadline passed) or error. A failed pod is inspected again at the next relist.",
+		}, []string{"reason"}),
+		CoalescedEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pleg_coalesced_events_total",
+			Help: "Events a lagging subscriber did not receive separately because a later event of the same container superseded them.",
+		}),
+		InvalidItems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pleg_invalid_runtime_items_total",
+			Help: "Malformed items in the runtime's lists, counted once per item and reason.",
+		}, []string{"reason"}),
+	}
+	m.SetRunningContainers(0, 0, 0, 0)
+	for _, r := range []string{InspectionDeadline, InspectionError} {
+		m.InspectionFailures.WithLabelValues(r)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range m.collectors() {
+		errs = append(errs, reg.Register(c))
+	}
+	return m, errors.Join(errs...)
+}
+
+// SetRunningContainers sets kubelet_running_containers for every state at
+// once. The kubelet sets only the states it counted, so a state that drops
+// to zero keeps its last value there; here it reads 0.
+func (m *PLEG) SetRunningContainers(created, running, exited, unknown int) {
+	m.RunningContainers.WithLabelValues(ContainerStateCreated).Set(float64(created))
+	m.RunningContainers.WithLabelValues(ContainerStateRunning).Set(float64(running))
+	m.RunningContainers.WithLabelValues(ContainerStateExited).Set(float64(exited))
+	m.RunningContainers.WithLabelValues(ContainerStateUnknown).Set(float64(unknown))
+}
+
+func (m *PLEG) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		m.RelistDuration, m.RelistInterval, m.DiscardEvents, m.LastSeen, m.PodRelistDuration,
+		m.RunningPods, m.RunningContainers,
+		m.RelistInFlight, m.RelistStarted, m.InspectionDuration, m.InspectionFailures,
+		m.CoalescedEvents, m.InvalidItems,
+	}
+}
