@@ -1,0 +1,34 @@
+// Package pleg is a pod lifecycle event generator for CRI container
+// runtimes: the kubelet's PLEG as a library.
+//
+// A Generator lists the runtime's pod sandboxes and containers every
+// second, compares each pod with what it saw before, inspects the pods
+// that changed into a pod status cache and delivers one Event per
+// container state change: ContainerStarted, ContainerDied,
+// ContainerRemoved, plus PodSync after a requested re-inspection and
+// ConditionMet when a watch condition holds. Healthy reports, with the
+// kubelet's wording, whether relisting keeps up.
+//
+// It follows the kubelet where the kubelet is right: the same transition
+// table, sandboxes tracked like containers, records advanced only after a
+// successful inspection, failed pods inspected again, the cache's global
+// time stamped after every pod is written, the same defaults and the same
+// metric names. It departs from it where the kubelet is known to be wrong:
+//
+//   - pods are inspected in parallel (InspectConcurrency; 1 is the
+//     kubelet's order), each within a deadline, so one stuck pod cannot
+//     stall the relist and take the node NotReady;
+//   - Subscribe gives any number of consumers a stream that loses nothing:
+//     a consumer that falls behind gets each pod's pending events folded
+//     into its latest state, in memory bounded by the number of pods;
+//     Watch keeps the kubelet's dropping channel for compatibility;
+//   - per-pod relist requests coalesce instead of being dropped past 200;
+//   - malformed runtime data is logged once and counted, never a panic;
+//   - kubelet_pleg_last_seen_seconds moves with every relist, not only
+//     when someone asks for health.
+//
+// The runtime is anything that implements runtime.Runtime, a subset of the
+// CRI RuntimeService; runtime/fakeruntime is an in-memory one for tests.
+// The cache is a podcache.Cache; syncloop consumes a subscription the way
+// the kubelet's sync loop consumes its PLEG.
+package pleg

@@ -1,0 +1,92 @@
+package pleg
+
+import "time"
+
+// EventType is the kind of a pod lifecycle event. The values are the
+// kubelet's, so events can be logged and matched the way kubelet's are.
+type EventType string
+
+const (
+	// ContainerStarted: a container or sandbox was newly seen running.
+	ContainerStarted EventType = "ContainerStarted"
+	// ContainerDied: a container or sandbox was newly seen exited, or
+	// vanished without having been seen exited.
+	ContainerDied EventType = "ContainerDied"
+	// ContainerRemoved: a container or sandbox is no longer listed.
+	ContainerRemoved EventType = "ContainerRemoved"
+	// PodSync: the pod was re-inspected on request and no container changed
+	// state; its status in the cache may still have changed.
+	PodSync EventType = "PodSync"
+	// ContainerChanged: a container went to an unknown state. Generated to
+	// mirror the kubelet's transition table, never delivered.
+	ContainerChanged EventType = "ContainerChanged"
+	// ConditionMet: at least one watch condition set on the pod holds.
+	ConditionMet EventType = "ConditionMet"
+)
+
+// Event is one pod lifecycle event.
+type Event struct {
+	Type EventType
+
+	PodUID       string
+	PodName      string
+	PodNamespace string
+
+	// ContainerID is the runtime's ID of the container or sandbox the event
+	// is about; empty for PodSync and ConditionMet.
+	ContainerID string
+	// ContainerName is the container's name when known; empty for sandboxes.
+	ContainerName string
+	// Sandbox tells that ContainerID is a pod sandbox. The kubelet tracks
+	// sandboxes like containers and cannot tell them apart in its events.
+	Sandbox bool
+
+	// Observed is the time of the relist that saw the change.
+	Observed time.Time
+}
+
+// state is a container or sandbox state as the generator compares them.
+type state uint8
+
+const (
+	stateNonExistent state = iota
+	stateRunning
+	stateExited
+	// stateUnknown covers CRI's created and unknown states and any value
+	// the runtime sends that CRI does not define.
+	stateUnknown
+)
+
+func (s state) String() string {
+	switch s {
+	case stateRunning:
+		return "running"
+	case stateExited:
+		return "exited"
+	case stateUnknown:
+		return "unknown"
+	default:
+		return "non-existent"
+	}
+}
+
+// transitionEvents is the kubelet's transition table: the events a
+// container or sandbox going from old to new yields, in order. Equal states
+// yield none; a container that vanishes without having been seen exited
+// yields ContainerDied then ContainerRemoved.
+func transitionEvents(old, new state) (events [2]EventType, n int) {
+	switch {
+	case old == new:
+		return events, 0
+	case new == stateRunning:
+		return [2]EventType{ContainerStarted}, 1
+	case new == stateExited:
+		return [2]EventType{ContainerDied}, 1
+	case new == stateUnknown:
+		return [2]EventType{ContainerChanged}, 1
+	case old == stateExited:
+		return [2]EventType{ContainerRemoved}, 1
+	default:
+		return [2]EventType{ContainerDied, ContainerRemoved}, 2
+	}
+}

@@ -1,0 +1,206 @@
+package pleg
+
+import (
+	"slices"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg/runtime"
+)
+
+// entry is one container or sandbox of a pod as one list saw it.
+type entry struct {
+	id      string
+	name    string // container name; empty for sandboxes
+	state   state
+	sandbox bool
+
+	// The list item, for inspection; only set in podRecord.cur.
+	sb *runtimeapi.PodSandbox
+	c  *runtimeapi.Container
+}
+
+// compareEntries orders a pod's sandboxes before its containers, each by
+// ID. Sandboxes come first because runtimes list them first, so a pod's
+// entries usually arrive sorted already.
+func compareEntries(a, b *entry) int {
+	if a.sandbox != b.sandbox {
+		if a.sandbox {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+// transition is a container or sandbox changing state between two lists.
+type transition struct {
+	id      string
+	name    string
+	sandbox bool
+	old     state
+	new     state
+}
+
+// podRecord is what the generator remembers of one pod: its containers as
+// of the last time it was reconciled (old) and as of the latest list (cur).
+// Both are sorted with compareEntries, so comparing them is one walk.
+type podRecord struct {
+	uid       string
+	name      string
+	namespace string
+
+	old []entry
+	cur []entry
+
+	// listed is the number of the last list pass that saw the pod.
+	listed uint64
+	// runningSandbox is set when the latest list saw a ready sandbox.
+	runningSandbox bool
+	// failing is set while the pod's inspections fail.
+	failing bool
+}
+
+// startListing resets what the latest list saw, keeping the memory.
+func (r *podRecord) startListing(pass uint64) {
+	r.listed = pass
+	r.cur = r.cur[:0]
+	r.name, r.namespace = "", ""
+	r.runningSandbox = false
+}
+
+// finishListing sorts what the latest list saw and drops repeated IDs,
+// returning the IDs dropped. Lists usually come sorted, and a sorted list
+// costs one walk.
+func (r *podRecord) finishListing() (duplicates []string) {
+	sorted := true
+	for i := 1; i < len(r.cur) && sorted; i++ {
+		sorted = compareEntries(&r.cur[i-1], &r.cur[i]) <= 0
+	}
+	if !sorted {
+		// Stable: of two items with one ID, the first listed stays.
+		slices.SortStableFunc(r.cur, func(a, b entry) int { return compareEntries(&a, &b) })
+	}
+	for i := 1; i < len(r.cur); i++ {
+		if compareEntries(&r.cur[i-1], &r.cur[i]) == 0 {
+			duplicates = append(duplicates, r.cur[i].id)
+		}
+	}
+	if len(duplicates) > 0 {
+		r.cur = slices.CompactFunc(r.cur, func(a, b entry) bool { return compareEntries(&a, &b) == 0 })
+	}
+	return duplicates
+}
+
+// vanish records that the latest list did not see the pod.
+func (r *podRecord) vanish() { r.cur = r.cur[:0] }
+
+// unchanged reports whether the latest list saw every container in the
+// state recorded at the last reconcile.
+func (r *podRecord) unchanged() bool {
+	if len(r.old) != len(r.cur) {
+		return false
+	}
+	for i := range r.old {
+		if r.old[i].id != r.cur[i].id || r.old[i].sandbox != r.cur[i].sandbox || r.old[i].state != r.cur[i].state {
+			return false
+		}
+	}
+	return true
+}
+
+// transitions returns the state changes from old to cur in the kubelet's
+// order: first what was known before, then what is new, each containers
+// before sandboxes.
+func (r *podRecord) transitions() []transition {
+	var out []transition
+	for _, sandboxes := range [2]bool{false, true} {
+		for i := range r.old {
+			o := &r.old[i]
+			if o.sandbox != sandboxes {
+				continue
+			}
+			now := stateNonExistent
+			if c, ok := find(r.cur, o); ok {
+				now = c.state
+			}
+			if now != o.state {
+				out = append(out, transition{id: o.id, name: o.name, sandbox: o.sandbox, old: o.state, new: now})
+			}
+		}
+	}
+	for _, sandboxes := range [2]bool{false, true} {
+		for i := range r.cur {
+			c := &r.cur[i]
+			if c.sandbox != sandboxes {
+				continue
+			}
+			if _, ok := find(r.old, c); !ok && c.state != stateNonExistent {
+				out = append(out, transition{id: c.id, name: c.name, sandbox: c.sandbox, old: stateNonExistent, new: c.state})
+			}
+		}
+	}
+	return out
+}
+
+// find looks e up in entries sorted with compareEntries.
+func find(entries []entry, e *entry) (*entry, bool) {
+	i, ok := slices.BinarySearchFunc(entries, e, func(x entry, y *entry) int { return compareEntries(&x, y) })
+	if !ok {
+		return nil, false
+	}
+	return &entries[i], true
+}
+
+// advance makes what the latest list saw the pod's known state. The list
+// items are dropped from it so the record does not pin old lists in memory.
+func (r *podRecord) advance() {
+	r.old, r.cur = r.cur, r.old[:0]
+	for i := range r.old {
+		r.old[i].sb, r.old[i].c = nil, nil
+	}
+}
+
+// pod returns the pod as the latest list saw it, for inspection.
+func (r *podRecord) pod() *runtime.Pod {
+	p := &runtime.Pod{UID: r.uid, Name: r.name, Namespace: r.namespace}
+	for _, e := range r.cur {
+		switch {
+		case e.sb != nil:
+			p.Sandboxes = append(p.Sandboxes, e.sb)
+		case e.c != nil:
+			p.Containers = append(p.Containers, e.c)
+		}
+	}
+	return p
+}
+
+// containerState maps a CRI container state; ok is false for a value CRI
+// does not define, which counts as unknown.
+func containerState(s runtimeapi.ContainerState) (st state, ok bool) {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return stateRunning, true
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return stateExited, true
+	case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_UNKNOWN:
+		// The kubelet does not act on created containers yet: unknown.
+		return stateUnknown, true
+	default:
+		return stateUnknown, false
+	}
+}
+
+// sandboxState maps a CRI sandbox state: a ready sandbox runs, a not-ready
+// one has exited.
+func sandboxState(s runtimeapi.PodSandboxState) (st state, ok bool) {
+	switch s {
+	case runtimeapi.PodSandboxState_SANDBOX_READY:
+		return stateRunning, true
+	case runtimeapi.PodSandboxState_SANDBOX_NOTREADY:
+		return stateExited, true
+	default:
+		return stateUnknown, false
+	}
+}

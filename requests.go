@@ -1,0 +1,65 @@
+package pleg
+
+import (
+	"sync"
+	"time"
+)
+
+// requestQueue holds per-pod relist requests: one slot per pod, served in
+// the order pods were first requested. The kubelet's queue is a channel of
+// 200 that drops requests when full and keeps duplicates; here a pod's
+// repeated requests coalesce, so the queue is bounded by the number of
+// pods and never drops.
+type requestQueue struct {
+	mu sync.Mutex
+	// at holds, for each pending pod, the time of its latest request: a
+	// global relist that started after it serves the pod's every request.
+	at    map[string]time.Time
+	order []string
+	// ready has a token while requests are pending.
+	ready chan struct{}
+}
+
+func newRequestQueue() *requestQueue {
+	return &requestQueue{at: make(map[string]time.Time), ready: make(chan struct{}, 1)}
+}
+
+func (q *requestQueue) add(uid string, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.at[uid]; !ok {
+		q.order = append(q.order, uid)
+	}
+	q.at[uid] = at
+	q.signal()
+}
+
+// pop removes the oldest pending pod.
+func (q *requestQueue) pop() (uid string, at time.Time, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.order) == 0 {
+		return "", time.Time{}, false
+	}
+	uid, q.order = q.order[0], q.order[1:]
+	at = q.at[uid]
+	delete(q.at, uid)
+	if len(q.order) > 0 {
+		q.signal()
+	}
+	return uid, at, true
+}
+
+func (q *requestQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.order)
+}
+
+// signal leaves a token in ready. Callers hold mu.
+func (q *requestQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,319 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/plegkit/pleg/metrics"
+)
+
+// ErrSubscriptionClosed is returned by Next once the subscription is closed.
+var ErrSubscriptionClosed = errors.New("pleg: subscription closed")
+
+// podRef names a pod in events.
+type podRef struct {
+	uid, name, namespace string
+}
+
+func (r podRef) event(typ EventType, observed time.Time) Event {
+	return Event{Type: typ, PodUID: r.uid, PodName: r.name, PodNamespace: r.namespace, Observed: observed}
+}
+
+// appendTransition appends the events t delivers: the kubelet's table
+// without ContainerChanged.
+func (r podRef) appendTransition(out []Event, t transition, observed time.Time) []Event {
+	types, n := transitionEvents(t.old, t.new)
+	for _, typ := range types[:n] {
+		if typ == ContainerChanged {
+			continue
+		}
+		ev := r.event(typ, observed)
+		ev.ContainerID, ev.ContainerName, ev.Sandbox = t.id, t.name, t.sandbox
+		out = append(out, ev)
+	}
+	return out
+}
+
+// podChange is what one reconcile of one pod produced: the container
+// transitions, in the kubelet's order, and the pod-level events.
+type podChange struct {
+	podRef
+	observed     time.Time
+	transitions  []transition
+	podSync      bool
+	conditionMet bool
+}
+
+// events returns the change as the events the kubelet would send, in order.
+func (c *podChange) events() []Event {
+	var out []Event
+	for _, t := range c.transitions {
+		out = c.appendTransition(out, t, c.observed)
+	}
+	if c.podSync {
+		out = append(out, c.event(PodSync, c.observed))
+	}
+	if c.conditionMet {
+		out = append(out, c.event(ConditionMet, c.observed))
+	}
+	return out
+}
+
+// fanout delivers each pod change to the Watch channel and to every
+// subscription. It never blocks the generator.
+type fanout struct {
+	metrics *metrics.PLEG
+	log     *slog.Logger
+
+	watch    chan Event
+	watching atomic.Bool
+
+	mu   sync.RWMutex
+	subs map[*Subscription]struct{}
+}
+
+func newFanout(capacity int, m *metrics.PLEG, log *slog.Logger) *fanout {
+	return &fanout{metrics: m, log: log, watch: make(chan Event, capacity), subs: make(map[*Subscription]struct{})}
+}
+
+func (f *fanout) watchChannel() <-chan Event {
+	f.watching.Store(true)
+	return f.watch
+}
+
+func (f *fanout) subscribe() *Subscription {
+	s := &Subscription{
+		fanout:  f,
+		pending: make(map[string]*pendingPod),
+		wake:    make(chan struct{}, 1),
+		closed:  make(chan struct{}),
+	}
+	f.mu.Lock()
+	f.subs[s] = struct{}{}
+	f.mu.Unlock()
+	return s
+}
+
+func (f *fanout) unsubscribe(s *Subscription) {
+	f.mu.Lock()
+	delete(f.subs, s)
+	f.mu.Unlock()
+}
+
+func (f *fanout) publish(c *podChange) {
+	if f.watching.Load() {
+		for _, ev := range c.events() {
+			select {
+			case f.watch <- ev:
+			default:
+				f.metrics.DiscardEvents.Inc()
+				f.log.Error("Event channel is full, discard this relist() cycle event", "pod", ev.PodUID, "type", ev.Type, "containerID", ev.ContainerID)
+			}
+		}
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for s := range f.subs {
+		s.add(c)
+	}
+}
+
+// Subscription is a lossless stream of the generator's events.
+//
+// Events are queued per pod and a subscription never blocks the generator.
+// While a subscriber keeps up, it receives every event in the order the
+// generator produced it. When it falls behind, the events of a pod that are
+// still pending coalesce: each container's pending transitions fold into
+// the one transition from the state the subscriber last learned to the
+// latest, with the kubelet's table (running then removed becomes Died and
+// Removed; started and removed before the subscriber looked becomes
+// nothing). The subscriber therefore always learns each pod's latest state,
+// events of one pod stay in order, and what is pending is bounded by the
+// number of pods and their containers, not by the number of events.
+type Subscription struct {
+	fanout *fanout
+
+	mu      sync.Mutex
+	pending map[string]*pendingPod
+	queue   []*pendingPod // pods in the order their first pending event came
+	batch   []Event       // events of the pod being delivered
+
+	wake      chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// pendingPod is what a subscription has yet to deliver of one pod.
+type pendingPod struct {
+	podRef
+	slots        []slot
+	podSync      bool
+	conditionMet bool
+	syncAt       time.Time
+	conditionAt  time.Time
+}
+
+// slot is one container's pending transitions folded into one: from the
+// state the subscriber knows to the latest.
+type slot struct {
+	t        transition // t.old: as the subscriber knows it; t.new: latest
+	observed time.Time
+}
+
+// Next returns the next event, waiting for one until ctx ends or the
+// subscription is closed.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	for {
+		s.mu.Lock()
+		if ev, ok := s.nextLocked(); ok {
+			s.mu.Unlock()
+			return ev, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.wake:
+		case <-s.closed:
+			return Event{}, ErrSubscriptionClosed
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// TryNext returns the next event if one is pending, without waiting.
+func (s *Subscription) TryNext() (Event, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextLocked()
+}
+
+func (s *Subscription) nextLocked() (Event, bool) {
+	for len(s.batch) == 0 {
+		if len(s.queue) == 0 {
+			return Event{}, false
+		}
+		p := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		delete(s.pending, p.uid)
+		s.batch = p.events()
+	}
+	ev := s.batch[0]
+	s.batch = s.batch[1:]
+	return ev, true
+}
+
+// Pending returns the number of pods with events waiting to be delivered.
+func (s *Subscription) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// Close ends the subscription: Next returns ErrSubscriptionClosed and
+// nothing more is queued.
+func (s *Subscription) Close() {
+	s.closeOnce.Do(func() {
+		s.fanout.unsubscribe(s)
+		close(s.closed)
+		s.mu.Lock()
+		s.pending, s.queue, s.batch = nil, nil, nil
+		s.mu.Unlock()
+	})
+}
+
+func (s *Subscription) add(c *podChange) {
+	s.mu.Lock()
+	if s.pending == nil { // closed
+		s.mu.Unlock()
+		return
+	}
+	p, ok := s.pending[c.uid]
+	if !ok {
+		p = &pendingPod{}
+		s.pending[c.uid] = p
+		s.queue = append(s.queue, p)
+	}
+	coalesced := p.merge(c)
+	s.mu.Unlock()
+	if coalesced > 0 {
+		s.fanout.metrics.CoalescedEvents.Add(float64(coalesced))
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// merge folds c into what is pending and returns how many events that
+// saved.
+func (p *pendingPod) merge(c *podChange) (coalesced int) {
+	p.podRef = c.podRef
+	for _, t := range c.transitions {
+		i := p.find(t)
+		if i < 0 {
+			p.slots = append(p.slots, slot{t: t, observed: c.observed})
+			continue
+		}
+		sl := &p.slots[i]
+		before := deliverable(sl.t.old, sl.t.new) + deliverable(t.old, t.new)
+		sl.t.new, sl.t.name, sl.observed = t.new, t.name, c.observed
+		coalesced += max(0, before-deliverable(sl.t.old, sl.t.new))
+		if sl.t.old == sl.t.new {
+			// Back where the subscriber last saw it: nothing to tell.
+			p.slots = append(p.slots[:i], p.slots[i+1:]...)
+		}
+	}
+	if c.podSync {
+		if p.podSync {
+			coalesced++
+		}
+		p.podSync, p.syncAt = true, c.observed
+	}
+	if c.conditionMet {
+		if p.conditionMet {
+			coalesced++
+		}
+		p.conditionMet, p.conditionAt = true, c.observed
+	}
+	return coalesced
+}
+
+func (p *pendingPod) find(t transition) int {
+	for i := range p.slots {
+		if p.slots[i].t.id == t.id && p.slots[i].t.sandbox == t.sandbox {
+			return i
+		}
+	}
+	return -1
+}
+
+func (p *pendingPod) events() []Event {
+	var out []Event
+	for _, sl := range p.slots {
+		out = p.appendTransition(out, sl.t, sl.observed)
+	}
+	if p.podSync {
+		out = append(out, p.event(PodSync, p.syncAt))
+	}
+	if p.conditionMet {
+		out = append(out, p.event(ConditionMet, p.conditionAt))
+	}
+	return out
+}
+
+// deliverable counts the events a transition delivers.
+func deliverable(old, new state) int {
+	types, n := transitionEvents(old, new)
+	count := 0
+	for _, t := range types[:n] {
+		if t != ContainerChanged {
+			count++
+		}
+	}
+	return count
+}
