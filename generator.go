@@ -41,6 +41,9 @@ type Generator struct {
 	// pod UID label; built only when one does.
 	sandboxPods map[string]string
 	invalid     *invalidItems
+	// listFailingSince is when global lists started failing; zero while
+	// they succeed.
+	listFailingSince time.Time
 
 	// relistTime is the start of the last successful global relist.
 	relistTime atomic.Pointer[time.Time]

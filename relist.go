@@ -44,9 +44,19 @@ func (g *Generator) Relist(ctx context.Context) error {
 	sandboxes, containers, err := g.list(ctx, nil, nil)
 	if err != nil {
 		if ctx.Err() == nil {
-			g.log.Error("GenericPLEG: Unable to retrieve pods", "err", err)
+			// A runtime that is down fails every relist: say it once
+			// loudly, then quietly until it answers again.
+			level := slog.LevelDebug
+			if g.listFailingSince.IsZero() {
+				g.listFailingSince, level = start, slog.LevelError
+			}
+			g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.listFailingSince)
 		}
 		return err
+	}
+	if !g.listFailingSince.IsZero() {
+		g.log.Info("GenericPLEG: Runtime answers again", "failedFor", start.Sub(g.listFailingSince))
+		g.listFailingSince = time.Time{}
 	}
 	g.relistTime.Store(&start)
 	g.metrics.LastSeen.Set(float64(start.Unix()))
