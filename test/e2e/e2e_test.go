@@ -1,0 +1,188 @@
+// Package e2e runs the generator over the CRI adapter against a real,
+// private containerd started by test/containerdtest. Under CI=true a test
+// that cannot get its containerd fails; elsewhere (not root, say) it is
+// skipped and says why.
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime/cri"
+	"github.com/plegkit/pleg/test/containerdtest"
+)
+
+var (
+	instance    *containerdtest.Instance
+	instanceErr error
+)
+
+func TestMain(m *testing.M) {
+	instance, instanceErr = containerdtest.StartForTests()
+	code := m.Run()
+	if instance != nil {
+		if err := instance.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping containerd:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// containerd returns the shared containerd, or ends the test: a failure
+// under CI=true, a skip elsewhere.
+func containerd(t testing.TB) *containerdtest.Instance {
+	t.Helper()
+	if instanceErr != nil {
+		containerdtest.Unavailable(t, instanceErr)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("containerd log tail:\n%s", instance.LogTail(40))
+		}
+	})
+	return instance
+}
+
+// newPod names a pod no other test uses.
+func newPod(name string) containerdtest.PodSpec {
+	return containerdtest.PodSpec{UID: rand.Text()[:16], Name: name, Namespace: "e2e"}
+}
+
+// watcher runs a generator over the CRI adapter and records every event it
+// delivers.
+type watcher struct {
+	gen   *pleg.Generator
+	cache *podcache.Cache
+
+	mu     sync.Mutex
+	events []pleg.Event
+}
+
+func watch(t *testing.T, in *containerdtest.Instance, opts pleg.Options) *watcher {
+	t.Helper()
+	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watcher{cache: podcache.New()}
+	if opts.RelistPeriod == 0 {
+		opts.RelistPeriod = 100 * time.Millisecond
+	}
+	opts.Cache = w.cache
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	w.gen, err = pleg.New(rt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := w.gen.Subscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ev, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			w.mu.Lock()
+			w.events = append(w.events, ev)
+			w.mu.Unlock()
+		}
+	}()
+	w.gen.Start()
+	t.Cleanup(func() {
+		w.gen.Stop()
+		cancel()
+		<-done
+		sub.Close()
+		_ = rt.Close()
+	})
+	return w
+}
+
+// testWriter sends the generator's warnings to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// of returns the events recorded for pod uid.
+func (w *watcher) of(uid string) []pleg.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []pleg.Event
+	for _, ev := range w.events {
+		if ev.PodUID == uid {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// count returns how many events of type typ pod uid had for id.
+func (w *watcher) count(uid, id string, typ pleg.EventType) int {
+	n := 0
+	for _, ev := range w.of(uid) {
+		if ev.ContainerID == id && ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// types returns the types of pod uid's events for id, in order.
+func (w *watcher) types(uid, id string) []pleg.EventType {
+	var out []pleg.EventType
+	for _, ev := range w.of(uid) {
+		if ev.ContainerID == id {
+			out = append(out, ev.Type)
+		}
+	}
+	return out
+}
+
+// wait polls cond until it holds, for at most a minute: long enough for a
+// loaded CI machine, and what is asserted is what happens, not how fast.
+func wait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitEvents waits until pod uid's events for id are want.
+func (w *watcher) waitEvents(t *testing.T, uid, id string, want ...pleg.EventType) {
+	t.Helper()
+	wait(t, fmt.Sprintf("%v for %s", want, id), func() bool { return slices.Equal(w.types(uid, id), want) })
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}

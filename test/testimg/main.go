@@ -1,0 +1,81 @@
+// Command testimg is the only program in the test image used by the
+// project's end-to-end tests (see package test/containerdtest). It is built
+// as a static binary (CGO_ENABLED=0) and placed at /testimg in an image whose
+// entrypoint is ["/testimg"] and whose default command is ["pause"].
+//
+// The first argument selects a mode:
+//
+//	pause                      block until SIGTERM or SIGINT, then exit 0 (the pod sandbox image)
+//	sleep <duration>           exit 0 after the Go duration, or at once on SIGTERM/SIGINT
+//	exit <code> [<delay>]      exit with code after the optional delay (default 0)
+//	crashloop <code> <delay>   the same as exit; the name makes restart tests read well
+//
+// No argument means pause. In the exit and crashloop modes SIGTERM or SIGINT
+// ends the delay early and the program exits with the given code.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 0 {
+		args = []string{"pause"}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+
+	switch mode := args[0]; {
+	case mode == "pause" && len(args) == 1:
+		fmt.Println("testimg: pause")
+		s := <-sig
+		fmt.Println("testimg: got", s)
+		os.Exit(0)
+	case mode == "sleep" && len(args) == 2:
+		d, err := time.ParseDuration(args[1])
+		if err != nil {
+			usage(err)
+		}
+		fmt.Println("testimg: sleep", d)
+		wait(sig, d)
+		os.Exit(0)
+	case (mode == "exit" && (len(args) == 2 || len(args) == 3)) || (mode == "crashloop" && len(args) == 3):
+		code, err := strconv.Atoi(args[1])
+		if err != nil || code < 0 || code > 255 {
+			usage(fmt.Errorf("bad exit code %q", args[1]))
+		}
+		var d time.Duration
+		if len(args) == 3 {
+			if d, err = time.ParseDuration(args[2]); err != nil {
+				usage(err)
+			}
+		}
+		fmt.Println("testimg:", mode, code, d)
+		wait(sig, d)
+		os.Exit(code)
+	default:
+		usage(fmt.Errorf("bad arguments %q", args))
+	}
+}
+
+// wait returns after d or when a signal arrives, whichever is first.
+func wait(sig <-chan os.Signal, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case s := <-sig:
+		fmt.Println("testimg: got", s)
+	}
+}
+
+func usage(err error) {
+	fmt.Fprintf(os.Stderr, "testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay>]\n", err)
+	os.Exit(2)
+}
