@@ -18,7 +18,9 @@
 //   - messages up to MaxRecvMsgSize (64 MiB) are accepted, and lists use the
 //     StreamPodSandboxes and StreamContainers RPCs where the runtime offers
 //     them, falling back for good to the unary lists once it answers
-//     Unimplemented.
+//     Unimplemented;
+//   - list items are decoded lean, keeping only what relisting reads (see
+//     Options.FullLists).
 package cri
 
 import (
@@ -64,6 +66,11 @@ type Options struct {
 	MaxRecvMsgSize int
 	// DisableStreaming makes lists use the unary RPCs only.
 	DisableStreaming bool
+	// FullLists decodes list items whole. By default they are decoded
+	// lean: IDs, metadata, state, creation time and the kubelet's
+	// io.kubernetes.* labels, all that relisting reads, at a fraction of
+	// the time and memory. Statuses are always whole.
+	FullLists bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -75,6 +82,9 @@ type Runtime struct {
 	client runtimeapi.RuntimeServiceClient
 	opts   Options
 	log    *slog.Logger
+	// listOpts are the call options of the list RPCs, statusOpts those of
+	// the status RPCs.
+	listOpts, statusOpts []grpc.CallOption
 	// Set once the runtime answered Unimplemented to a streaming list.
 	noSandboxStream   atomic.Bool
 	noContainerStream atomic.Bool
@@ -126,12 +136,17 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cri: %s: %w", opts.Endpoint, err)
 	}
-	return &Runtime{
+	r := &Runtime{
 		conn:   conn,
 		client: runtimeapi.NewRuntimeServiceClient(conn),
 		opts:   opts,
 		log:    opts.Logger,
-	}, nil
+	}
+	r.statusOpts = []grpc.CallOption{grpc.ForceCodecV2(newLeanCodec())}
+	if !opts.FullLists {
+		r.listOpts = r.statusOpts
+	}
+	return r, nil
 }
 
 // Target turns a runtime endpoint into a gRPC target: unix:///path, or a
@@ -187,13 +202,13 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSand
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	if !r.opts.DisableStreaming && !r.noSandboxStream.Load() {
-		stream, err := r.client.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{Filter: filter})
+		stream, err := r.client.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{Filter: filter}, r.listOpts...)
 		items, err := drain(stream, err, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes)
 		if !r.unimplemented(err, &r.noSandboxStream, "StreamPodSandboxes") {
 			return items, err
 		}
 	}
-	resp, err := r.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
+	resp, err := r.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter}, r.listOpts...)
 	return resp.GetItems(), err
 }
 
@@ -202,13 +217,13 @@ func (r *Runtime) ListContainers(ctx context.Context, filter *runtimeapi.Contain
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	if !r.opts.DisableStreaming && !r.noContainerStream.Load() {
-		stream, err := r.client.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: filter})
+		stream, err := r.client.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: filter}, r.listOpts...)
 		items, err := drain(stream, err, (*runtimeapi.StreamContainersResponse).GetContainers)
 		if !r.unimplemented(err, &r.noContainerStream, "StreamContainers") {
 			return items, err
 		}
 	}
-	resp, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
+	resp, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter}, r.listOpts...)
 	return resp.GetContainers(), err
 }
 
@@ -216,14 +231,14 @@ func (r *Runtime) ListContainers(ctx context.Context, filter *runtimeapi.Contain
 func (r *Runtime) PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	return r.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: verbose})
+	return r.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: verbose}, r.statusOpts...)
 }
 
 // ContainerStatus implements runtime.Runtime.
 func (r *Runtime) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	return r.client.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose})
+	return r.client.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose}, r.statusOpts...)
 }
 
 // unimplemented reports whether err says the runtime lacks the streaming
