@@ -25,14 +25,15 @@ const (
 	// plegChannelCapacity).
 	DefaultChannelCapacity = 1000
 	// DefaultInspectConcurrency is how many pods are inspected at once; the
-	// kubelet inspects one at a time. When status calls only wait, speed
-	// grows with concurrency: BenchmarkInspectConcurrency relists 1,000
-	// changed pods whose inspection takes 5 ms in 5.2 s at 1, 0.65 s at 8
-	// and 0.33 s at 16. A real runtime answers status calls on its own few
-	// cores, so past a handful in flight more calls only queue there, adding
-	// the load that kept the kubelet serial. 8 cuts a burst of changes
-	// about eightfold and bounds what we ask of the runtime at once.
-	DefaultInspectConcurrency = 8
+	// kubelet inspects one at a time. Where status calls wait on the
+	// runtime, speed grows with concurrency: on the simulator with the
+	// seed-node latencies (status calls of 5 to 30 ms), 1,000 changed pods
+	// take 48 s at 1, 6.0 s at 8 and 1.6 s at 32 (BenchmarkSeedNodeChangedPods
+	// in sim). Where they burn the runtime's CPU it levels off early and
+	// costs nothing more: on containerd with 2 cores, 50 changed pods take
+	// 57 ms at 1, 22 ms at 8 and 18 ms at 32 (BenchmarkContainerd in
+	// test/e2e). 32 takes the first gain and bounds the calls in flight.
+	DefaultInspectConcurrency = 32
 	// DefaultInspectTimeout bounds the inspection of one pod. The kubelet
 	// has none: one pod whose status calls hang for the 2 minute runtime
 	// request timeout, twice, stalls the relist past its 3 minute threshold
@@ -71,7 +72,7 @@ type Options struct {
 	// 1000.
 	ChannelCapacity int
 	// InspectConcurrency is how many changed pods are inspected at once;
-	// default 8. 1 inspects and delivers pod after pod, as the kubelet does.
+	// default 32. 1 inspects and delivers pod after pod, as the kubelet does.
 	InspectConcurrency int
 	// InspectTimeout bounds the inspection of one pod; default 10 s. A pod
 	// whose inspection times out is inspected again at the next relist.

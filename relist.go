@@ -97,6 +97,7 @@ func (g *Generator) Relist(ctx context.Context) error {
 		}
 	}
 	g.invalid.forgetBefore(g.pass)
+	g.dropListItems()
 	if err := ctx.Err(); err != nil {
 		// Stopped: some pods were not written, so the cache cannot claim
 		// that every entry is as new as start.
@@ -139,11 +140,23 @@ func (g *Generator) relistPod(ctx context.Context, uid string) {
 			}
 		}
 	}
+	g.dropListItems()
 	if ctx.Err() != nil {
 		return
 	}
 	// Release those waiting for the pod even when nothing changed.
 	g.cache.SetObservedTime(uid, start)
+}
+
+// dropListItems lets go of the list items the records point to, which
+// only inspection needed: until the next relist, the whole list would
+// stay in memory for nothing (at 10,000 pods, over 100 MB).
+func (g *Generator) dropListItems() {
+	for _, rec := range g.listed {
+		for i := range rec.cur {
+			rec.cur[i].sb, rec.cur[i].c = nil, nil
+		}
+	}
 }
 
 // list returns the runtime's sandboxes and containers.
