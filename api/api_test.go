@@ -1,0 +1,469 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test ./api -update rewrites it):\n got:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+// testCache is a pod cache with two pods, one of them failing inspection.
+func testCache() *podcache.Cache {
+	c := podcache.New()
+	ns := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	web := &runtime.PodStatus{UID: "uid-web", Name: "web", Namespace: "shop", IPs: []string{"10.244.0.7", "fd00::7"},
+		Sandboxes: []*runtimeapi.PodSandboxStatus{{Id: "sb-web", State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: ns(-time.Hour),
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Uid: "uid-web", Namespace: "shop"}}},
+		Containers: []*runtimeapi.ContainerStatus{
+			{Id: "c-nginx-1", Metadata: &runtimeapi.ContainerMetadata{Name: "nginx", Attempt: 1}, State: runtimeapi.ContainerState_CONTAINER_RUNNING,
+				CreatedAt: ns(-time.Minute), StartedAt: ns(-time.Minute + time.Second), Image: &runtimeapi.ImageSpec{Image: "nginx:1.27"},
+				Annotations: map[string]string{runtime.ContainerRestartCountAnnotation: "1"}},
+			{Id: "c-nginx-0", Metadata: &runtimeapi.ContainerMetadata{Name: "nginx"}, State: runtimeapi.ContainerState_CONTAINER_EXITED,
+				CreatedAt: ns(-time.Hour), StartedAt: ns(-time.Hour + time.Second), FinishedAt: ns(-time.Minute - time.Second),
+				ExitCode: 137, Reason: "OOMKilled", Image: &runtimeapi.ImageSpec{Image: "nginx:1.27"},
+				Annotations: map[string]string{runtime.ContainerRestartCountAnnotation: "0"}},
+		},
+	}
+	c.Set("uid-web", web, nil, t0)
+	c.Set("uid-db", &runtime.PodStatus{UID: "uid-db", Name: "db", Namespace: "shop"}, errors.New("status of container c-db: rpc error: code = DeadlineExceeded"), t0.Add(-time.Second))
+	c.UpdateTime(t0)
+	return c
+}
+
+type healthy struct {
+	ok  bool
+	err error
+}
+
+func (h *healthy) check() (bool, error) { return h.ok, h.err }
+
+type fixture struct {
+	srv     *Server
+	ts      *httptest.Server
+	journal *Journal
+	health  *healthy
+}
+
+func newFixture(t *testing.T, opts Options) *fixture {
+	t.Helper()
+	f := &fixture{health: &healthy{ok: true}}
+	if opts.Journal == nil {
+		opts.Journal = NewJournal(100, 1000)
+	}
+	if opts.Cache == nil {
+		opts.Cache = testCache()
+	}
+	opts.Checks = []Check{{Name: "PLEG", Healthy: f.health.check}}
+	f.journal = opts.Journal
+	f.srv = NewServer(opts)
+	f.ts = httptest.NewServer(f.srv)
+	t.Cleanup(func() {
+		f.srv.Close()
+		f.ts.Close()
+	})
+	return f
+}
+
+func (f *fixture) get(t *testing.T, path string, header ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", f.ts.URL+path, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+func TestHealthz(t *testing.T) {
+	f := newFixture(t, Options{})
+	resp, body := f.get(t, "/healthz")
+	if resp.StatusCode != 200 || string(body) != "ok\n" {
+		t.Errorf("healthy: %d %q", resp.StatusCode, body)
+	}
+	f.health.ok, f.health.err = false, errors.New("pleg was last seen active 3m5s ago; threshold is 3m0s")
+	resp, body = f.get(t, "/healthz")
+	if want := "PLEG is not healthy: pleg was last seen active 3m5s ago; threshold is 3m0s\n"; resp.StatusCode != 500 || string(body) != want {
+		t.Errorf("unhealthy: %d %q, want 500 %q", resp.StatusCode, body, want)
+	}
+}
+
+func TestPods(t *testing.T) {
+	f := newFixture(t, Options{})
+	resp, body := f.get(t, "/v1/pods")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /v1/pods: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	golden(t, "pods.json", body)
+
+	resp, body = f.get(t, "/v1/pods/uid-web")
+	var p Pod
+	if err := json.Unmarshal(body, &p); resp.StatusCode != 200 || err != nil || p.Name != "web" || len(p.Containers) != 2 {
+		t.Errorf("GET /v1/pods/uid-web: %d %v %+v", resp.StatusCode, err, p)
+	}
+
+	resp, body = f.get(t, "/v1/pods/nope")
+	assertError(t, resp, body, 404, `no pod "nope"`)
+	resp, body = f.get(t, "/v1/pods?namespace=shop")
+	assertError(t, resp, body, 400, "takes no query parameters")
+	resp, body = f.get(t, "/v2/pods")
+	assertError(t, resp, body, 404, "no such path")
+}
+
+func TestPodsBeforeFirstRelist(t *testing.T) {
+	f := newFixture(t, Options{Cache: podcache.New()})
+	_, body := f.get(t, "/v1/pods")
+	if want := "{\n  \"globalTimestamp\": null,\n  \"pods\": []\n}\n"; string(body) != want {
+		t.Errorf("empty cache: %s, want %s", body, want)
+	}
+}
+
+func assertError(t *testing.T, resp *http.Response, body []byte, code int, substr string) {
+	t.Helper()
+	var e Error
+	if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != code || !strings.Contains(e.Error, substr) {
+		t.Errorf("got %d %s, want %d with a JSON error saying %q", resp.StatusCode, body, code, substr)
+	}
+}
+
+// event is a pleg event of pod p, container c.
+func event(typ pleg.EventType, pod, ns, container string) pleg.Event {
+	return pleg.Event{Type: typ, PodUID: "uid-" + pod, PodName: pod, PodNamespace: ns, ContainerID: "id-" + container, ContainerName: container, Observed: t0}
+}
+
+// stream opens /v1/events and returns a reader of its lines.
+func (f *fixture) stream(t *testing.T, query string, header ...string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.ts.URL+"/v1/events"+query, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, bufio.NewReader(resp.Body)
+}
+
+// next reads the next event line of an NDJSON stream.
+func next(t *testing.T, r *bufio.Reader) Event {
+	t.Helper()
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue // keep-alive
+		}
+		var ev Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("bad line %q: %v", line, err)
+		}
+		return ev
+	}
+}
+
+func TestEventsLiveWithFilters(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.journal.Append(event(pleg.ContainerStarted, "old", "shop", "x")) // before the client came
+	for _, tc := range []struct {
+		query string
+		want  []string // container names, in order
+	}{
+		{"", []string{"a", "b", "c", "d"}},
+		{"?pod=web", []string{"a", "c"}},
+		{"?pod=uid-db&pod=web", []string{"a", "b", "c"}},
+		{"?namespace=kube-system", []string{"d"}},
+		{"?type=ContainerDied", []string{"c"}},
+		{"?type=ContainerDied&type=ContainerStarted&namespace=shop", []string{"a", "b", "c"}},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			resp, r := f.stream(t, tc.query)
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+				t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			start := f.journal.Last()
+			f.journal.Append(event(pleg.ContainerStarted, "web", "shop", "a"))
+			f.journal.Append(event(pleg.ContainerStarted, "db", "shop", "b"))
+			f.journal.Append(event(pleg.ContainerDied, "web", "shop", "c"))
+			f.journal.Append(event(pleg.ContainerStarted, "dns", "kube-system", "d"))
+			var got []string
+			for range tc.want {
+				ev := next(t, r)
+				if ev.Seq <= start {
+					t.Fatalf("got old event %+v", ev)
+				}
+				got = append(got, ev.ContainerName)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEventsLineFormat(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.journal.Append(pleg.Event{Type: pleg.ContainerDied, PodUID: "u1", PodName: "web", PodNamespace: "shop",
+		ContainerID: "c1", ContainerName: "nginx", Observed: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)})
+	f.journal.Append(pleg.Event{Type: pleg.PodSync, PodUID: "u1", PodName: "web", PodNamespace: "shop", Observed: t0})
+	_, r := f.stream(t, "?since=999")
+	var lines bytes.Buffer
+	for range 2 {
+		line, _ := r.ReadBytes('\n')
+		lines.Write(line)
+	}
+	golden(t, "events.ndjson", lines.Bytes())
+
+	_, sse := f.stream(t, "", "Accept", "text/event-stream", "Last-Event-ID", "999")
+	var frames bytes.Buffer
+	for range 6 { // two events of three lines each
+		line, _ := sse.ReadString('\n')
+		frames.WriteString(line)
+	}
+	golden(t, "events.sse", frames.Bytes())
+}
+
+func TestEventsResumeWithoutDuplicatesOrHoles(t *testing.T) {
+	f := newFixture(t, Options{})
+	for i := range 10 {
+		f.journal.Append(event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
+	}
+	// A client read up to 1004, then came back.
+	_, r := f.stream(t, "?since=1004")
+	for want := uint64(1005); want <= 1009; want++ {
+		if ev := next(t, r); ev.Seq != want {
+			t.Fatalf("resumed at %d, want %d", ev.Seq, want)
+		}
+	}
+	// The same with SSE's Last-Event-ID.
+	_, sse := f.stream(t, "", "Accept", "text/event-stream", "Last-Event-ID", "1007")
+	id, _ := sse.ReadString('\n')
+	if id != "id: 1008\n" {
+		t.Errorf("SSE resumed with %q, want id: 1008", id)
+	}
+}
+
+func TestEventsGapWhenTheRingMovedOn(t *testing.T) {
+	f := newFixture(t, Options{Journal: NewJournal(4, 1000)})
+	for i := range 10 { // 1000..1009; the ring keeps 1006..1009
+		f.journal.Append(event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
+	}
+	_, r := f.stream(t, "?since=1001&type=ContainerDied")
+	gap := next(t, r)
+	if gap.Type != TypeGap || gap.From != 1002 || gap.To != 1005 || gap.Seq != 1005 {
+		t.Errorf("got %+v, want a Gap of 1002..1005 that passes the type filter", gap)
+	}
+	// since=0 asks for everything held: the evicted start is a gap too.
+	_, r = f.stream(t, "?since=0")
+	if gap := next(t, r); gap.Type != TypeGap || gap.From != 1000 || gap.To != 1005 {
+		t.Errorf("since=0 got %+v, want a Gap of 1000..1005", gap)
+	}
+	if ev := next(t, r); ev.Seq != 1006 {
+		t.Errorf("after the gap got %d, want 1006", ev.Seq)
+	}
+}
+
+func TestEventsBadQueries(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.journal.Append(event(pleg.ContainerStarted, "web", "shop", "a")) // 1000
+	for _, tc := range []struct {
+		query, header, want string
+	}{
+		{query: "?since=abc", want: `since "abc" is not a sequence number`},
+		{query: "?since=-1", want: "not a sequence number"},
+		{query: "?since=1001", want: "since 1001 is ahead of the latest event, 1000"},
+		{header: "99999999999", want: "ahead of the latest event"},
+		{query: "?since=1&since=2", want: "since given more than once"},
+		{query: "?type=ContainerExploded", want: `unknown event type "ContainerExploded"`},
+		{query: "?container=a", want: `unknown query parameter "container"`},
+		{query: "?pod=", want: "empty pod or namespace filter"},
+	} {
+		resp, body := f.get(t, "/v1/events"+tc.query, "Last-Event-ID", tc.header)
+		assertError(t, resp, body, 400, tc.want)
+	}
+}
+
+func TestEventStreamCap(t *testing.T) {
+	f := newFixture(t, Options{MaxStreams: 2})
+	for range 2 {
+		if resp, _ := f.stream(t, ""); resp.StatusCode != 200 {
+			t.Fatalf("stream refused: %d", resp.StatusCode)
+		}
+	}
+	resp, body := f.get(t, "/v1/events")
+	assertError(t, resp, body, 429, "2 event streams are open")
+}
+
+// TestClientThatNeverReads: the journal (and so the generator) never
+// waits for it, other clients get everything, and the server cuts it once
+// a write stalls past the write timeout, freeing its stream slot.
+func TestClientThatNeverReads(t *testing.T) {
+	f := newFixture(t, Options{MaxStreams: 2, WriteTimeout: 3 * time.Second, Journal: NewJournal(1<<16, 1)})
+	conn, err := net.Dial("tcp", f.ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+	for len(f.srv.streams) < 1 { // the stalled stream holds its slot
+		time.Sleep(time.Millisecond)
+	}
+	_, good := f.stream(t, "")
+
+	const n = 50_000
+	big := strings.Repeat("x", 200)
+	read := make(chan error, 1)
+	go func() {
+		for i := range n {
+			line, err := good.ReadBytes('\n')
+			var ev Event
+			if err == nil {
+				err = json.Unmarshal(line, &ev)
+			}
+			if err == nil && ev.ContainerID != fmt.Sprint(i) {
+				err = fmt.Errorf("got %s at %d", ev.ContainerID, i)
+			}
+			if err != nil {
+				read <- err
+				return
+			}
+		}
+		read <- nil
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			f.journal.Append(pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("appending to the journal blocked behind a client that does not read")
+	}
+	if err := <-read; err != nil {
+		t.Fatalf("the reading client: %v", err)
+	}
+	// The stalled stream is cut: its slot comes free for a new client.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, _ := f.stream(t, "")
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stream of the client that never reads was never cut")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestCloseEndsStreams(t *testing.T) {
+	f := newFixture(t, Options{})
+	_, r := f.stream(t, "")
+	f.srv.Close()
+	if _, err := io.ReadAll(r); err != nil {
+		t.Errorf("stream ended with %v, want a clean end", err)
+	}
+}
+
+func TestJournal(t *testing.T) {
+	j := NewJournal(3, 10)
+	if j.Last() != 9 {
+		t.Errorf("empty journal Last = %d, want 9", j.Last())
+	}
+	events, gap, grew := j.Read(0, 10)
+	if len(events) != 0 || gap != nil {
+		t.Errorf("empty journal read %v %v", events, gap)
+	}
+	j.Append(event(pleg.ContainerStarted, "p", "ns", "a"))
+	select {
+	case <-grew:
+	default:
+		t.Error("grew not closed by an append")
+	}
+	for _, c := range []string{"b", "c", "d"} {
+		j.Append(event(pleg.ContainerStarted, "p", "ns", c))
+	}
+	// Holds 11..13; 10 was evicted.
+	events, gap, _ = j.Read(9, 10)
+	if gap == nil || gap.From != 10 || gap.To != 10 || len(events) != 3 || events[0].Seq != 11 || events[2].ContainerName != "d" {
+		t.Errorf("Read(9) = %+v, gap %+v", events, gap)
+	}
+	events, gap, _ = j.Read(11, 1)
+	if gap != nil || len(events) != 1 || events[0].Seq != 12 {
+		t.Errorf("Read(11, max 1) = %+v, gap %+v", events, gap)
+	}
+	// An old sequence number from an earlier run reads as a gap.
+	_, gap, _ = j.Read(3, 10)
+	if gap == nil || gap.From != 4 || gap.To != 10 {
+		t.Errorf("Read(3) gap %+v, want 4..10", gap)
+	}
+}
+
+func TestWritePodListMatchesNewPodList(t *testing.T) {
+	c := testCache()
+	var streamed, whole bytes.Buffer
+	if err := WritePodList(&streamed, c.GetAll(), c.GlobalTime()); err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(&whole)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(NewPodList(c.GetAll(), c.GlobalTime())); err != nil {
+		t.Fatal(err)
+	}
+	if streamed.String() != whole.String() {
+		t.Errorf("streamed:\n%s\nwhole:\n%s", streamed.String(), whole.String())
+	}
+}
