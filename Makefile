@@ -16,6 +16,6 @@ check:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## demo: the generator over an in-memory runtime with churn
+## demo: the daemon over the simulated runtime with churn
 demo:
-	$(GO) run ./examples/churn -duration 10s
+	$(GO) run ./cmd/pleg demo --duration 30s

@@ -1,0 +1,11 @@
+// Command pleg is the pod lifecycle event generator's binary: the node
+// daemon, its CLI, the simulated runtime and the demo. See `pleg --help`.
+package main
+
+import (
+	"os"
+
+	"github.com/plegkit/pleg/internal/cli"
+)
+
+func main() { os.Exit(cli.Execute()) }

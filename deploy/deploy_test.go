@@ -1,0 +1,219 @@
+// Package deploy holds the deployment files: a DaemonSet, a systemd unit,
+// a Dockerfile and Prometheus rules. Its test checks that they parse and
+// say what the daemon needs.
+package deploy
+
+import (
+	"bufio"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/plegkit/pleg/metrics"
+)
+
+func read(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestDaemonSet(t *testing.T) {
+	var ds appsv1.DaemonSet
+	// Strict: a misspelt field fails instead of vanishing.
+	if err := yaml.UnmarshalStrict(read(t, "daemonset.yaml"), &ds); err != nil {
+		t.Fatalf("daemonset.yaml does not parse into a DaemonSet: %v", err)
+	}
+	if ds.APIVersion != "apps/v1" || ds.Kind != "DaemonSet" || ds.Name == "" || ds.Namespace == "" {
+		t.Errorf("type or name missing: %s %s %s/%s", ds.APIVersion, ds.Kind, ds.Namespace, ds.Name)
+	}
+	sel := ds.Spec.Selector
+	if sel == nil || len(sel.MatchLabels) == 0 {
+		t.Fatal("no selector")
+	}
+	for k, v := range sel.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("selector %s=%s does not match the template's labels", k, v)
+		}
+	}
+	ann := ds.Spec.Template.Annotations
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != "9847" || ann["prometheus.io/path"] != "/metrics" {
+		t.Errorf("Prometheus scrape annotations: %v", ann)
+	}
+
+	pod := ds.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image == "" || len(c.Args) == 0 || c.Args[0] != "run" {
+		t.Errorf("container image %q args %v: want an image running `pleg run`", c.Image, c.Args)
+	}
+	if !slices.Contains(c.Args, "--listen=0.0.0.0:9847") {
+		t.Errorf("args %v: the API must listen on the pod's address, port 9847", c.Args)
+	}
+	for name, probe := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" || probe.HTTPGet.Port.String() != "http" {
+			t.Errorf("%s probe %+v: want GET /healthz on the http port", name, probe)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 9847 {
+		t.Errorf("ports %+v", c.Ports)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
+	}
+
+	var socketVolume string
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil && v.HostPath.Path == "/run/containerd/containerd.sock" {
+			socketVolume = v.Name
+			if v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathSocket {
+				t.Errorf("volume %s: want hostPath type Socket", v.Name)
+			}
+		}
+	}
+	mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == socketVolume && m.ReadOnly && m.MountPath == "/run/containerd/containerd.sock"
+	})
+	if socketVolume == "" || !mounted {
+		t.Error("the host's CRI socket must be mounted read-only where --runtime-endpoint points")
+	}
+}
+
+// rules mirrors the Prometheus rule file format.
+type rules struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Record      string            `json:"record"`
+			Alert       string            `json:"alert"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+func TestPrometheusRules(t *testing.T) {
+	var r rules
+	if err := yaml.UnmarshalStrict(read(t, "prometheus-rules.yaml"), &r); err != nil {
+		t.Fatalf("prometheus-rules.yaml: %v", err)
+	}
+	known := exportedMetrics(t)
+	recorded := map[string]bool{}
+	alerts := map[string]string{}
+	name := regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+	for _, g := range r.Groups {
+		for _, rule := range g.Rules {
+			if (rule.Record == "") == (rule.Alert == "") || rule.Expr == "" {
+				t.Errorf("group %s: a rule needs an expr and exactly one of record and alert: %+v", g.Name, rule)
+			}
+			if rule.Record != "" {
+				recorded[rule.Record] = true
+			}
+			if rule.Alert != "" {
+				alerts[rule.Alert] = rule.Expr
+				if rule.For == "" || rule.Labels["severity"] == "" || rule.Annotations["summary"] == "" {
+					t.Errorf("alert %s: want for, a severity label and a summary", rule.Alert)
+				}
+			}
+			for _, series := range name.FindAllString(rule.Expr, -1) {
+				if strings.Contains(series, ":") {
+					if !recorded[series] {
+						t.Errorf("rule %s%s uses %s, which no rule records", rule.Record, rule.Alert, series)
+					}
+					continue
+				}
+				if !strings.HasPrefix(series, "kubelet_") && !strings.HasPrefix(series, "pleg_") {
+					continue // a function or label
+				}
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(series, "_bucket"), "_sum"), "_count")
+				if !known[base] {
+					t.Errorf("rule %s%s uses %s, which pleg does not export", rule.Record, rule.Alert, series)
+				}
+			}
+			if strings.Contains(rule.Expr, "kubelet_") && !strings.Contains(rule.Expr, `job="pleg"`) {
+				t.Errorf("rule %s%s reads kubelet_ metrics without job=\"pleg\": it would mix in the kubelet's own", rule.Record, rule.Alert)
+			}
+		}
+	}
+	if !strings.Contains(alerts["PlegDurationHigh"], ">= 10") {
+		t.Errorf("PlegDurationHigh = %q: want the stock KubeletPlegDurationHigh threshold of 10 s", alerts["PlegDurationHigh"])
+	}
+	if !strings.Contains(alerts["PlegNotHealthy"], "time() - kubelet_pleg_last_seen_seconds") {
+		t.Errorf("PlegNotHealthy = %q: want the staleness of kubelet_pleg_last_seen_seconds", alerts["PlegNotHealthy"])
+	}
+}
+
+// exportedMetrics are the names of the daemon's PLEG and runtime metrics.
+func exportedMetrics(t *testing.T) map[string]bool {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.NewPLEG(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.RelistDuration.Observe(1) // histograms and vectors show once used
+	ops, err := metrics.NewRuntimeOperations(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops.Observe("list_containers", 0, nil)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	return names
+}
+
+func TestSystemdUnit(t *testing.T) {
+	sections := map[string]map[string]string{}
+	var current string
+	sc := bufio.NewScanner(strings.NewReader(string(read(t, "pleg.service"))))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			current = strings.Trim(line, "[]")
+			sections[current] = map[string]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || current == "" {
+				t.Fatalf("pleg.service: bad line %q", line)
+			}
+			sections[current][k] = v
+		}
+	}
+	exec := strings.Fields(sections["Service"]["ExecStart"])
+	if len(exec) < 2 || !strings.HasPrefix(exec[0], "/") || exec[1] != "run" {
+		t.Errorf("ExecStart %v: want an absolute path to pleg, then run", exec)
+	}
+	if sections["Service"]["Restart"] == "" || sections["Install"]["WantedBy"] == "" || sections["Unit"]["After"] == "" {
+		t.Errorf("want Restart, After and WantedBy set: %v", sections)
+	}
+}
+
+func TestDockerfile(t *testing.T) {
+	df := string(read(t, "Dockerfile"))
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/pleg", "FROM scratch", `ENTRYPOINT ["/pleg"]`} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/spf13/cobra"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/internal/daemon"
+)
+
+func newDemoCommand(g *global) *cobra.Command {
+	var (
+		duration time.Duration
+		listen   string
+		sim      simFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the daemon over a simulated runtime with churn, and show what it does",
+		Long: `Demo starts a simulated runtime whose containers crash, exit and restart and
+whose pods come and go, runs the daemon over it, and prints once a second the
+pods it sees, the events it delivers per second by type, its relist duration
+and its health, for --duration or until Ctrl-C. The daemon's API is served
+meanwhile; the address is printed at the start.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if duration < 0 {
+				return fmt.Errorf("--duration %v: must be 0 (until Ctrl-C) or more", duration)
+			}
+			return sim.validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			if duration > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, duration)
+				defer cancel()
+			}
+			// The summary is the demo's output: logs only when they matter.
+			if g.verbosity < 4 {
+				g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			}
+			rt, cleanup, err := g.watchedRuntime(ctx, true, sim, 2*time.Minute)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			d, err := daemon.New(daemon.Config{Runtime: rt, Generator: g.generatorOptions(), Listen: listen, Logger: g.log})
+			if err != nil {
+				return err
+			}
+			counts := &eventCounts{byType: map[pleg.EventType]int{}}
+			sub := d.Gen.Subscribe()
+			defer sub.Close()
+			go counts.count(ctx, sub)
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+
+			url := "http://" + d.Addr()
+			if strings.HasPrefix(d.Addr(), "unix://") {
+				url = d.Addr()
+			}
+			fmt.Fprintf(g.stdout, "pleg demo: %d simulated pods x %d containers, churn %s, latency %s\n", sim.pods, sim.containers, sim.churn, sim.latency)
+			fmt.Fprintf(g.stdout, "API on %s: try curl %s/healthz, %s/v1/pods, %s/v1/events\n\n", url, url, url, url)
+			show := newSummaryView(g.stdout)
+			start := time.Now()
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			var prev map[pleg.EventType]int
+			for {
+				select {
+				case err := <-done:
+					show.render(demoSummary(d, counts, prev, time.Since(start), true))
+					return err
+				case <-tick.C:
+					s := demoSummary(d, counts, prev, time.Since(start), false)
+					prev = s.totals
+					show.render(s)
+				}
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&duration, "duration", 0, "how long to run; 0 runs until Ctrl-C")
+	f.StringVar(&listen, "listen", "127.0.0.1:0", "address of the API (port 0: any free port)")
+	sim.register(f, "")
+	return cmd
+}
+
+// eventCounts counts the events a subscription delivers, by type.
+type eventCounts struct {
+	mu     sync.Mutex
+	byType map[pleg.EventType]int
+}
+
+func (c *eventCounts) count(ctx context.Context, sub *pleg.Subscription) {
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		c.byType[ev.Type]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *eventCounts) snapshot() map[pleg.EventType]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[pleg.EventType]int, len(c.byType))
+	for k, v := range c.byType {
+		out[k] = v
+	}
+	return out
+}
+
+// summary is one frame of the demo's display.
+type summary struct {
+	elapsed              time.Duration
+	final                bool
+	pods                 int
+	running, exited      int
+	totals               map[pleg.EventType]int
+	perSecond            map[pleg.EventType]int
+	relists              uint64
+	relistP50, relistP99 time.Duration
+	health               string
+}
+
+func demoSummary(d *daemon.Daemon, counts *eventCounts, prev map[pleg.EventType]int, elapsed time.Duration, final bool) summary {
+	s := summary{elapsed: elapsed, final: final, totals: counts.snapshot(), perSecond: map[pleg.EventType]int{}, health: "ok"}
+	for typ, n := range s.totals {
+		s.perSecond[typ] = n - prev[typ]
+	}
+	for _, e := range d.Cache.GetAll() {
+		s.pods++
+		for _, c := range e.Status.Containers {
+			switch c.GetState() {
+			case runtimeapi.ContainerState_CONTAINER_RUNNING:
+				s.running++
+			case runtimeapi.ContainerState_CONTAINER_EXITED:
+				s.exited++
+			}
+		}
+	}
+	if ok, err := d.Gen.Healthy(); !ok {
+		s.health = "PLEG is not healthy: " + err.Error()
+	}
+	s.relists, s.relistP50, s.relistP99 = relistQuantiles(d.Registry)
+	return s
+}
+
+// relistQuantiles estimates the relist duration's p50 and p99 from the
+// kubelet_pleg_relist_duration_seconds buckets, as PromQL's
+// histogram_quantile would.
+func relistQuantiles(g prometheus.Gatherer) (count uint64, p50, p99 time.Duration) {
+	families, err := g.Gather()
+	if err != nil {
+		return 0, 0, 0
+	}
+	for _, f := range families {
+		if f.GetName() != "kubelet_pleg_relist_duration_seconds" || len(f.GetMetric()) == 0 {
+			continue
+		}
+		h := f.GetMetric()[0].GetHistogram()
+		return h.GetSampleCount(), bucketQuantile(0.5, h), bucketQuantile(0.99, h)
+	}
+	return 0, 0, 0
+}
+
+func bucketQuantile(q float64, h *dto.Histogram) time.Duration {
+	total := float64(h.GetSampleCount())
+	if total == 0 {
+		return 0
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, b := range h.GetBucket() {
+		upper, n := b.GetUpperBound(), float64(b.GetCumulativeCount())
+		if n >= rank {
+			if math.IsInf(upper, 1) {
+				return time.Duration(lower * float64(time.Second))
+			}
+			frac := 0.0
+			if n > below {
+				frac = (rank - below) / (n - below)
+			}
+			return time.Duration((lower + (upper-lower)*frac) * float64(time.Second))
+		}
+		lower, below = upper, n
+	}
+	return time.Duration(lower * float64(time.Second))
+}
+
+// summaryView prints frames, redrawing in place on a terminal.
+type summaryView struct {
+	w        io.Writer
+	terminal bool
+	lines    int
+}
+
+func newSummaryView(w io.Writer) *summaryView {
+	v := &summaryView{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			v.terminal = true
+		}
+	}
+	return v
+}
+
+func (v *summaryView) render(s summary) {
+	var b strings.Builder
+	state := "running"
+	if s.final {
+		state = "done"
+	}
+	fmt.Fprintf(&b, "%s for %s\n", state, s.elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "  pods        %d (containers: %d running, %d exited)\n", s.pods, s.running, s.exited)
+	fmt.Fprintf(&b, "  events/s    %s\n", eventLine(s.perSecond))
+	fmt.Fprintf(&b, "  events      %s\n", eventLine(s.totals))
+	fmt.Fprintf(&b, "  relist      p50 %v  p99 %v  (%d relists)\n", s.relistP50.Round(time.Millisecond), s.relistP99.Round(time.Millisecond), s.relists)
+	fmt.Fprintf(&b, "  health      %s\n", s.health)
+	text := b.String()
+	if v.terminal && v.lines > 0 {
+		// Up over the previous frame and clear it.
+		fmt.Fprintf(v.w, "\033[%dA\033[J", v.lines)
+	}
+	fmt.Fprint(v.w, text)
+	if !v.terminal {
+		fmt.Fprintln(v.w)
+	}
+	v.lines = strings.Count(text, "\n")
+}
+
+func eventLine(m map[pleg.EventType]int) string {
+	var parts []string
+	for _, t := range []pleg.EventType{pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet} {
+		parts = append(parts, fmt.Sprintf("%s %d", strings.TrimPrefix(string(t), "Container"), m[t]))
+	}
+	return strings.Join(parts, "  ")
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/plegkit/pleg/api"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./internal/cli -update creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from its golden file (go test ./internal/cli -update rewrites it):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) *time.Time {
+	t := t0.Add(d)
+	return &t
+}
+
+func code(n int32) *int32 { return &n }
+
+func testEvents() []api.Event {
+	return []api.Event{
+		{Seq: 1001, Time: t0.Add(1234 * time.Millisecond), Type: "ContainerStarted", PodUID: "u1", PodName: "web-0", PodNamespace: "shop", ContainerID: "4f1c2b3a5d6e7f8091a2b3c4d5e6f708", ContainerName: "nginx"},
+		{Seq: 1002, Time: t0.Add(2 * time.Second), Type: "ContainerStarted", PodUID: "u1", PodName: "web-0", PodNamespace: "shop", ContainerID: "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d", Sandbox: true},
+		{Seq: 1003, Time: t0.Add(3 * time.Second), Type: "ContainerDied", PodUID: "u2", PodName: "db-0", PodNamespace: "data", ContainerID: "c0ffee", ContainerName: "postgres"},
+		{Seq: 1004, Time: t0.Add(4 * time.Second), Type: "PodSync", PodUID: "u2", PodName: "db-0", PodNamespace: "data"},
+		{Seq: 1010, Time: t0.Add(5 * time.Second), Type: api.TypeGap, From: 1005, To: 1010},
+	}
+}
+
+func TestWatchOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		json bool
+	}{{"watch.table", false}, {"watch.json", true}} {
+		var buf bytes.Buffer
+		p := &eventPrinter{w: &buf, json: tc.json, loc: time.UTC}
+		for _, ev := range testEvents() {
+			if err := p.print(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		golden(t, tc.name, buf.Bytes())
+	}
+}
+
+func testPodList() api.PodList {
+	g := t0
+	return api.PodList{GlobalTimestamp: &g, Pods: []api.Pod{
+		{UID: "u2", Name: "db-0", Namespace: "data", IPs: []string{}, Timestamp: t0.Add(-time.Second),
+			Error: "status of container c-db: rpc error: code = DeadlineExceeded desc = context deadline exceeded", Sandboxes: []api.Sandbox{}, Containers: []api.Container{}},
+		{UID: "u1", Name: "web-0", Namespace: "shop", IPs: []string{"10.244.0.7", "fd00::7"}, Timestamp: t0,
+			Sandboxes: []api.Sandbox{{ID: "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d", State: "ready", Attempt: 0, CreatedAt: at(-3 * time.Hour)}},
+			Containers: []api.Container{
+				{ID: "4f1c2b3a5d6e7f8091a2b3c4d5e6f708", Name: "nginx", State: "running", CreatedAt: at(-2 * time.Minute), StartedAt: at(-2*time.Minute + time.Second), RestartCount: 1, Image: "nginx:1.27"},
+				{ID: "7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e", Name: "nginx", State: "exited", CreatedAt: at(-3 * time.Hour), StartedAt: at(-3*time.Hour + time.Second),
+					FinishedAt: at(-2*time.Minute - time.Second), ExitCode: code(137), Reason: "OOMKilled", RestartCount: 0, Image: "nginx:1.27"},
+				{ID: "5555", Name: "sidecar", State: "created", CreatedAt: at(-5 * time.Second), RestartCount: 0, Image: "envoy:1.32"},
+			}},
+	}}
+}
+
+func TestPodsOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name, format string
+		noTrunc      bool
+	}{
+		{"pods.table", "table", false},
+		{"pods.notrunc.table", "table", true},
+		{"pods.json", "json", false},
+		{"pods.yaml", "yaml", false},
+	} {
+		var buf bytes.Buffer
+		if err := printPods(&buf, testPodList(), tc.format, tc.noTrunc, t0); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, tc.name, buf.Bytes())
+	}
+}
+
+func TestAgo(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{{0, "just now"}, {59 * time.Second, "59s ago"}, {90 * time.Second, "1m ago"}, {3 * time.Hour, "3h ago"}, {72 * time.Hour, "3d ago"}} {
+		if got := ago(at(-tc.d), t0); got != tc.want {
+			t.Errorf("ago(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+	if ago(nil, t0) != "-" {
+		t.Error("ago(nil) should be -")
+	}
+}

@@ -1,0 +1,190 @@
+// Package cli holds the commands of the pleg binary.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/runtime/cri"
+)
+
+// Modes of --mode.
+const (
+	ModeAuto    = "auto"
+	ModeGeneric = "generic"
+	ModeEvented = "evented"
+)
+
+// global holds the flags every command shares.
+type global struct {
+	endpoint           string
+	timeout            time.Duration
+	mode               string
+	relistPeriod       time.Duration
+	relistThreshold    time.Duration
+	inspectConcurrency int
+	configFile         string
+	logFormat          string
+	verbosity          int
+
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+// NewCommand returns the pleg command with every subcommand.
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	g := &global{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "pleg",
+		Short: "A pod lifecycle event generator for CRI container runtimes",
+		Long: `pleg watches a CRI container runtime (containerd, CRI-O) as the kubelet's PLEG
+does: it relists pods, turns container state changes into pod lifecycle
+events, keeps a pod status cache and reports its health.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.prepare(cmd)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	f := root.PersistentFlags()
+	f.StringVarP(&g.endpoint, "runtime-endpoint", "r", cri.DefaultEndpoint, "CRI runtime endpoint, unix:///path (env CONTAINER_RUNTIME_ENDPOINT)")
+	f.DurationVarP(&g.timeout, "timeout", "t", 0, "deadline of each runtime call (default 2m for run and watch, 10s otherwise)")
+	f.StringVar(&g.mode, "mode", ModeAuto, "generic (relist), evented (CRI events as hints) or auto")
+	f.DurationVar(&g.relistPeriod, "relist-period", pleg.DefaultRelistPeriod, "pause between global relists")
+	f.DurationVar(&g.relistThreshold, "relist-threshold", pleg.DefaultRelistThreshold, "unhealthy after this long without a successful relist")
+	f.IntVar(&g.inspectConcurrency, "inspect-concurrency", pleg.DefaultInspectConcurrency, "pods inspected at once (1: the kubelet's serial order)")
+	f.StringVar(&g.configFile, "config", "", "YAML file of flag values, keyed by flag name; flags on the command line win")
+	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
+	f.IntVarP(&g.verbosity, "v", "v", 0, "log verbosity; 4 and up logs every state change, as the kubelet's -v=4")
+
+	root.AddCommand(
+		newRunCommand(g),
+		newWatchCommand(g),
+		newPodsCommand(g),
+		newDemoCommand(g),
+		newSimCommand(g),
+		newVersionCommand(g),
+	)
+	return root
+}
+
+// Execute runs the pleg command with the process's arguments and returns
+// the exit code.
+func Execute() int {
+	cmd := NewCommand(os.Stdout, os.Stderr)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "pleg:", err)
+		return 1
+	}
+	return 0
+}
+
+// prepare applies the config file and the environment to the flags the
+// command line left unset, checks every value and sets up logging, before
+// a command starts anything.
+func (g *global) prepare(cmd *cobra.Command) error {
+	// Precedence: command line, then environment, then config file.
+	fromCommandLine := cmd.Flags().Changed("runtime-endpoint")
+	if g.configFile != "" {
+		if err := applyConfig(cmd.Flags(), g.configFile); err != nil {
+			return err
+		}
+	}
+	if ep := os.Getenv("CONTAINER_RUNTIME_ENDPOINT"); ep != "" && !fromCommandLine {
+		g.endpoint = ep
+	}
+	if err := g.validate(); err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if g.verbosity >= 4 {
+		level = slog.LevelDebug
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	if g.logFormat == "json" {
+		g.log = slog.New(slog.NewJSONHandler(g.stderr, hopts))
+	} else {
+		g.log = slog.New(slog.NewTextHandler(g.stderr, hopts))
+	}
+	return nil
+}
+
+func (g *global) validate() error {
+	var errs []error
+	if _, err := cri.Target(g.endpoint); err != nil {
+		errs = append(errs, fmt.Errorf("--runtime-endpoint: %w", err))
+	}
+	if g.timeout < 0 {
+		errs = append(errs, fmt.Errorf("--timeout %v: must be positive", g.timeout))
+	}
+	if !slices.Contains([]string{ModeAuto, ModeGeneric, ModeEvented}, g.mode) {
+		errs = append(errs, fmt.Errorf("--mode %q: want generic, evented or auto", g.mode))
+	}
+	if g.relistPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--relist-period %v: must be positive", g.relistPeriod))
+	}
+	if g.relistThreshold <= g.relistPeriod {
+		errs = append(errs, fmt.Errorf("--relist-threshold %v: must be greater than --relist-period %v", g.relistThreshold, g.relistPeriod))
+	}
+	if g.inspectConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--inspect-concurrency %d: must be at least 1", g.inspectConcurrency))
+	}
+	if !slices.Contains([]string{"text", "json"}, g.logFormat) {
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", g.logFormat))
+	}
+	if g.verbosity < 0 {
+		errs = append(errs, fmt.Errorf("-v %d: must be 0 or more", g.verbosity))
+	}
+	return errors.Join(errs...)
+}
+
+// runtime returns the CRI runtime at --runtime-endpoint, with each call's
+// deadline the --timeout or def.
+func (g *global) runtime(def time.Duration) (*cri.Runtime, error) {
+	return g.runtimeAt(g.endpoint, def)
+}
+
+func (g *global) runtimeAt(endpoint string, def time.Duration) (*cri.Runtime, error) {
+	timeout := g.timeout
+	if timeout == 0 {
+		timeout = def
+	}
+	return cri.New(cri.Options{Endpoint: endpoint, RequestTimeout: timeout, Logger: g.log})
+}
+
+// generatorOptions are the generator's options from the flags.
+func (g *global) generatorOptions() pleg.Options {
+	return pleg.Options{
+		RelistPeriod:       g.relistPeriod,
+		RelistThreshold:    g.relistThreshold,
+		InspectConcurrency: g.inspectConcurrency,
+		Logger:             g.log,
+	}
+}
+
+// signalContext is ctx ended by SIGINT or SIGTERM.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// oneOf checks a flag value against its choices.
+func oneOf(flag, value string, choices ...string) error {
+	if slices.Contains(choices, value) {
+		return nil
+	}
+	return fmt.Errorf("--%s %q: want %s", flag, value, strings.Join(choices, ", "))
+}

@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newVersionCommand(g *global) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of pleg and of the runtime",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			version, goVersion := "(unknown)", ""
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				version, goVersion = bi.Main.Version, bi.GoVersion
+			}
+			fmt.Fprintf(g.stdout, "pleg:    %s (%s)\n", version, goVersion)
+			rt, err := g.runtime(10 * time.Second)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			defer cancel()
+			v, err := rt.Version(ctx)
+			if err != nil {
+				fmt.Fprintf(g.stdout, "runtime: unreachable at %s: %v\n", g.endpoint, err)
+				return nil
+			}
+			fmt.Fprintf(g.stdout, "runtime: %s %s (CRI %s) at %s\n", v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion(), g.endpoint)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,158 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/runtime/fakeruntime"
+)
+
+func startDaemon(t *testing.T, rt *fakeruntime.Runtime, listen string) (*Daemon, *http.Client, string, func() error) {
+	t.Helper()
+	d, err := New(Config{
+		Runtime:   rt,
+		Generator: pleg.Options{RelistPeriod: 20 * time.Millisecond},
+		Listen:    listen,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var (
+		once    sync.Once
+		stopErr error
+	)
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("the daemon did not stop")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = stop() })
+
+	client, base := http.DefaultClient, "http://"+d.Addr()
+	if path, ok := strings.CutPrefix(d.Addr(), "unix://"); ok {
+		client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}}
+		base = "http://pleg"
+	}
+	return d, client, base, stop
+}
+
+func get(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDaemon(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:0", "unix://" + filepath.Join(t.TempDir(), "api.sock")} {
+		t.Run(listen, func(t *testing.T) {
+			rt := fakeruntime.New(fakeruntime.Pod{UID: "u1", Name: "web", Namespace: "shop",
+				Sandboxes:  []fakeruntime.Sandbox{{ID: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY}},
+				Containers: []fakeruntime.Container{{ID: "c1", Name: "nginx", State: runtimeapi.ContainerState_CONTAINER_RUNNING}},
+			})
+			d, c, base, stop := startDaemon(t, rt, listen)
+
+			eventually(t, "healthy", func() bool {
+				code, body := get(t, c, base+"/healthz")
+				return code == 200 && body == "ok\n"
+			})
+			_, body := get(t, c, base+"/v1/pods")
+			var pods api.PodList
+			if err := json.Unmarshal([]byte(body), &pods); err != nil || len(pods.Pods) != 1 || pods.Pods[0].Containers[0].ID != "c1" {
+				t.Errorf("/v1/pods = %s (%v)", body, err)
+			}
+			_, metrics := get(t, c, base+"/metrics")
+			for _, name := range []string{"kubelet_pleg_relist_duration_seconds_bucket", "kubelet_runtime_operations_total{operation_type=\"list_containers\"}", "go_goroutines", "process_resident_memory_bytes"} {
+				if !strings.Contains(metrics, name) {
+					t.Errorf("/metrics lacks %s", name)
+				}
+			}
+
+			// A live stream sees the container die.
+			resp, err := c.Get(base + "/v1/events?pod=web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			_ = rt.SetContainerState("c1", runtimeapi.ContainerState_CONTAINER_EXITED, 3)
+			line, err := bufio.NewReader(resp.Body).ReadString('\n')
+			var ev api.Event
+			if err != nil || json.Unmarshal([]byte(line), &ev) != nil || ev.Type != "ContainerDied" || ev.ContainerID != "c1" {
+				t.Errorf("stream line %q (%v)", line, err)
+			}
+
+			// Stopping ends the stream cleanly and returns nil.
+			if err := stop(); err != nil {
+				t.Errorf("Run after stop = %v", err)
+			}
+			if rest, err := io.ReadAll(resp.Body); err != nil {
+				t.Errorf("stream after stop: %q, %v; want a clean end", rest, err)
+			}
+			if path, ok := strings.CutPrefix(d.Addr(), "unix://"); ok {
+				if _, err := os.Stat(path); !os.IsNotExist(err) {
+					t.Errorf("the API socket is left behind: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestListenErrors(t *testing.T) {
+	for _, addr := range []string{"localhost", "unix://relative.sock", "256.0.0.1:80"} {
+		if _, err := Listen(addr); err == nil {
+			t.Errorf("Listen(%q) succeeded", addr)
+		}
+	}
+	lis, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	// A port in use fails at New, before anything runs.
+	_, err = New(Config{Runtime: fakeruntime.New(), Listen: lis.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("New on a busy port = %v", err)
+	}
+}
