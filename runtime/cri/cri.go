@@ -270,3 +270,11 @@ func drain[M, T any](stream grpc.ServerStreamingClient[M], err error, items func
 		out = append(out, items(m)...)
 	}
 }
+
+// GetContainerEvents implements runtime.EventSource: it opens CRI's
+// container event stream, with no deadline but ctx's.
+func (r *Runtime) GetContainerEvents(ctx context.Context) (runtime.EventStream, error) {
+	return r.client.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{}, r.statusOpts...)
+}
+
+var _ runtime.EventSource = (*Runtime)(nil)

@@ -32,6 +32,7 @@ const (
 	OpListContainers   Op = "list_containers"
 	OpPodSandboxStatus Op = "podsandbox_status"
 	OpContainerStatus  Op = "container_status"
+	OpEvents           Op = "get_container_events"
 )
 
 // Pod scripts one pod. Its sandboxes and containers get kubelet's labels.
@@ -209,9 +210,17 @@ type Runtime struct {
 	hung      map[string]bool
 	calls     map[Op]int
 	itemCalls map[string]int
+
+	// The event stream: off until EnableEvents.
+	events    bool
+	eventsEOF bool
+	streams   map[*eventStream]struct{}
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime     = (*Runtime)(nil)
+	_ runtime.EventSource = (*Runtime)(nil)
+)
 
 // New returns a fake runtime holding pods.
 func New(pods ...Pod) *Runtime {
@@ -223,6 +232,7 @@ func New(pods ...Pod) *Runtime {
 		hung:      make(map[string]bool),
 		calls:     make(map[Op]int),
 		itemCalls: make(map[string]int),
+		streams:   make(map[*eventStream]struct{}),
 	}
 }
 
