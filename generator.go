@@ -53,6 +53,13 @@ type Generator struct {
 	conditions *watchConditions
 	out        *fanout
 
+	// Evented operation: source is nil in generic mode or for a runtime
+	// without an event stream.
+	source    runtime.EventSource
+	stream    *streamState
+	hints     *hintBook
+	relistNow chan struct{}
+
 	runMu  sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -75,7 +82,7 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	if cache == nil {
 		cache = podcache.New()
 	}
-	return &Generator{
+	g := &Generator{
 		rt:          rt,
 		opts:        opts,
 		cache:       cache,
@@ -89,7 +96,14 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		requests:    newRequestQueue(),
 		conditions:  newWatchConditions(),
 		out:         newFanout(opts.ChannelCapacity, m, opts.Logger),
-	}, nil
+		stream:      newStreamState(),
+		hints:       newHintBook(),
+		relistNow:   make(chan struct{}, 1),
+	}
+	if src, ok := rt.(runtime.EventSource); ok && opts.Mode != ModeGeneric {
+		g.source = src
+	}
+	return g, nil
 }
 
 // Cache returns the cache the generator writes into.
@@ -125,14 +139,28 @@ func (g *Generator) Stop() {
 
 // run is the relist loop. A due global relist goes before per-pod
 // requests; a request that a global relist started after has been served
-// by it and is skipped.
+// by it and is skipped (one that started at the same instant may have
+// listed before the change, so it does not count).
 func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
+	var watcher sync.WaitGroup
 	defer close(done)
+	defer watcher.Wait()
+	if g.source != nil {
+		watcher.Go(func() { g.watchEvents(ctx) })
+		// Subscribe first: a change between the first list and the
+		// stream's start would otherwise be seen by neither.
+		select {
+		case <-g.stream.attempted:
+		case <-g.clock.After(firstAttemptWait):
+		case <-ctx.Done():
+		}
+	}
 	timer := g.clock.NewTimer(0)
 	defer timer.Stop()
 	relist := func() {
 		_ = g.Relist(ctx) // logged and measured inside
-		timer.Reset(g.opts.RelistPeriod)
+		g.updateMode()
+		timer.Reset(g.period())
 	}
 	for ctx.Err() == nil {
 		select {
@@ -146,9 +174,11 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-timer.C():
 			relist()
+		case <-g.relistNow:
+			relist()
 		case <-g.requests.ready:
 			uid, at, ok := g.requests.pop()
-			if ok && at.After(g.lastRelist()) {
+			if ok && !g.lastRelist().After(at) {
 				g.relistPod(ctx, uid)
 			}
 		}
@@ -166,14 +196,22 @@ func (g *Generator) lastRelist() time.Time {
 // Healthy reports whether a global relist succeeded recently enough, with
 // the kubelet's messages: a generator is unhealthy before its first
 // successful relist, and once the start of its last successful relist is
-// more than RelistThreshold ago.
+// more than the threshold ago: RelistThreshold, or EventedRelistThreshold
+// while the event stream drives. In ModeEvented it is also unhealthy once
+// the event stream has been down for RelistThreshold.
 func (g *Generator) Healthy() (bool, error) {
 	last := g.lastRelist()
 	if last.IsZero() {
 		return false, errors.New("pleg has yet to be successful")
 	}
-	if elapsed := g.clock.Since(last); elapsed > g.opts.RelistThreshold {
-		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, g.opts.RelistThreshold)
+	if elapsed, threshold := g.clock.Since(last), g.threshold(); elapsed > threshold {
+		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
+	}
+	if g.opts.Mode == ModeEvented && g.source != nil {
+		connected, since, err, _ := g.stream.snapshot()
+		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
+			return false, fmt.Errorf("the container event stream has been down for %v; threshold is %v: %v", down, g.opts.RelistThreshold, err)
+		}
 	}
 	return true, nil
 }
@@ -193,7 +231,7 @@ func (g *Generator) Subscribe() *Subscription { return g.out.subscribe() }
 // the next global relist. Requests for a pod coalesce until served and are
 // never dropped; one that a global relist has covered meanwhile is skipped.
 func (g *Generator) RequestRelist(uid string) {
-	g.requests.add(uid, g.clock.Now())
+	_ = g.requests.add(uid, g.clock.Now())
 }
 
 // RequestReinspect asks for pod uid to be inspected again at its next

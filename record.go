@@ -153,6 +153,15 @@ func find(entries []entry, e *entry) (*entry, bool) {
 	return &entries[i], true
 }
 
+// knows reports whether the record has the container or sandbox id, as
+// known before or as just listed.
+func (r *podRecord) knows(id string, sandbox bool) bool {
+	e := entry{id: id, sandbox: sandbox}
+	_, inOld := find(r.old, &e)
+	_, inCur := find(r.cur, &e)
+	return inOld || inCur
+}
+
 // advance makes what the latest list saw the pod's known state. The list
 // items are dropped from it so the record does not pin old lists in memory.
 func (r *podRecord) advance() {

@@ -68,11 +68,19 @@ func (g *Generator) Relist(ctx context.Context) error {
 	// Requests for pods the list does not hold are dropped with them.
 	reinspect := g.reinspect.takeAll()
 	watched := g.conditions.pods()
+	pending := g.hints.hinted()
+	hints := func(rec *podRecord) hinted {
+		if _, ok := pending[rec.uid]; !ok {
+			return hinted{}
+		}
+		delete(pending, rec.uid)
+		return g.takeHints(rec, start)
+	}
 	var work []podWork
 	for _, rec := range g.listed {
 		_, flagged := reinspect[rec.uid]
 		_, hasConditions := watched[rec.uid]
-		if w, ok := workFor(rec, false, flagged, hasConditions); ok {
+		if w, ok := workFor(rec, false, flagged, hasConditions, hints(rec)); ok {
 			work = append(work, w)
 		}
 	}
@@ -80,8 +88,16 @@ func (g *Generator) Relist(ctx context.Context) error {
 		if rec.listed != g.pass {
 			rec.vanish()
 			_, flagged := reinspect[rec.uid]
-			w, _ := workFor(rec, true, flagged, false)
+			w, _ := workFor(rec, true, flagged, false, hints(rec))
 			work = append(work, w)
+		}
+	}
+	// Pods the stream reported that no list has held: born and gone in
+	// between.
+	for uid, ph := range pending {
+		rec := &podRecord{uid: uid, name: ph.name, namespace: ph.namespace}
+		if h := g.takeHints(rec, start); len(h.extra) > 0 {
+			work = append(work, podWork{rec: rec, gone: true, transitions: h.extra})
 		}
 	}
 	g.conditions.retain(func(uid string) bool {
@@ -97,6 +113,7 @@ func (g *Generator) Relist(ctx context.Context) error {
 		}
 	}
 	g.invalid.forgetBefore(g.pass)
+	g.hints.prune(start)
 	g.dropListItems()
 	if err := ctx.Err(); err != nil {
 		// Stopped: some pods were not written, so the cache cannot claim
@@ -114,6 +131,7 @@ func (g *Generator) relistPod(ctx context.Context, uid string) {
 	defer g.relistMu.Unlock()
 
 	start := g.clock.Now()
+	g.metrics.PodRelists.Inc()
 	defer func() { g.metrics.PodRelistDuration.Observe(g.clock.Since(start).Seconds()) }()
 
 	sandboxes, containers, err := g.list(ctx, runtime.PodSandboxFilterForPod(uid), runtime.ContainerFilterForPod(uid))
@@ -127,18 +145,21 @@ func (g *Generator) relistPod(ctx context.Context, uid string) {
 	g.pass++
 	g.group(sandboxes, containers, uid)
 
-	if rec, ok := g.records[uid]; ok {
-		gone := rec.listed != g.pass
-		if gone {
-			rec.vanish()
-			g.conditions.drop(uid)
-		}
-		if w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid)); ok {
-			g.reconcileAll(ctx, []podWork{w}, start)
-			if gone {
-				delete(g.records, uid)
-			}
-		}
+	rec, known := g.records[uid]
+	if !known {
+		// Not listed now nor before; the stream may still know of it.
+		rec = &podRecord{uid: uid}
+	}
+	gone := rec.listed != g.pass
+	if gone {
+		rec.vanish()
+		g.conditions.drop(uid)
+	}
+	if w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid), g.takeHints(rec, start)); ok && (known || len(w.transitions) > 0) {
+		g.reconcileAll(ctx, []podWork{w}, start)
+	}
+	if gone {
+		delete(g.records, uid)
 	}
 	g.dropListItems()
 	if ctx.Err() != nil {
@@ -321,14 +342,37 @@ type podWork struct {
 }
 
 // workFor decides whether rec needs reconciling: a container changed, the
-// pod is gone, it is due for re-inspection, or it has watch conditions.
-func workFor(rec *podRecord, gone, reinspect, hasConditions bool) (podWork, bool) {
+// pod is gone, it is due for re-inspection, it has watch conditions, or
+// hints report containers the lists never saw.
+func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (podWork, bool) {
 	w := podWork{rec: rec, gone: gone, reinspect: reinspect}
-	if !gone && rec.unchanged() {
-		return w, reinspect || hasConditions
+	if gone || !rec.unchanged() {
+		for _, t := range rec.transitions() {
+			w.transitions = append(w.transitions, expand(t, h.seen[hintKey{t.id, t.sandbox}])...)
+		}
 	}
-	w.transitions = rec.transitions()
-	return w, true
+	w.transitions = append(w.transitions, h.extra...)
+	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions
+}
+
+// hinted is what the hints about a pod add to its relist.
+type hinted struct {
+	// extra are the transitions of containers its record does not know.
+	extra []transition
+	// seen are the stages the stream reported of those it knows.
+	seen map[hintKey]stage
+}
+
+// takeHints consumes the hints about rec's pod.
+func (g *Generator) takeHints(rec *podRecord, now time.Time) hinted {
+	var h hinted
+	h.extra, h.seen = g.hints.take(rec.uid, rec.knows, now)
+	for _, t := range h.extra {
+		if n := deliverable(t.old, t.new); n > 0 {
+			g.metrics.ShortLivedEvents.Add(float64(n))
+		}
+	}
+	return h
 }
 
 // reconcileAll reconciles work, InspectConcurrency pods at a time. With a
@@ -402,6 +446,10 @@ func (g *Generator) reconcile(ctx context.Context, w *podWork, observed time.Tim
 		change.conditionMet = g.conditions.evaluate(rec.uid, status)
 	}
 	rec.advance()
+	if g.source != nil {
+		// A late DELETED must not report these again.
+		g.hints.tombstone(w.transitions, observed)
+	}
 	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
 		return
 	}

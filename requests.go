@@ -24,14 +24,18 @@ func newRequestQueue() *requestQueue {
 	return &requestQueue{at: make(map[string]time.Time), ready: make(chan struct{}, 1)}
 }
 
-func (q *requestQueue) add(uid string, at time.Time) {
+// add queues a request for uid, or joins the one pending, and reports
+// whether it queued a new one.
+func (q *requestQueue) add(uid string, at time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if _, ok := q.at[uid]; !ok {
+	_, pending := q.at[uid]
+	if !pending {
 		q.order = append(q.order, uid)
 	}
 	q.at[uid] = at
 	q.signal()
+	return !pending
 }
 
 // pop removes the oldest pending pod.

@@ -155,12 +155,19 @@ type pendingPod struct {
 	conditionMet bool
 	syncAt       time.Time
 	conditionAt  time.Time
+	// changes counts the changes merged, to tell a change's own
+	// transitions from those of earlier ones.
+	changes int
 }
 
-// slot is one container's pending transitions folded into one: from the
-// state the subscriber knows to the latest.
+// slot is one container's pending transitions. Transitions of one change
+// stay as they are: a change may tell a whole life, as when the event
+// stream reports a container that came and went between two relists.
+// Transitions of a later change fold what is pending into the one
+// transition from the state the subscriber knows to the latest.
 type slot struct {
-	t        transition // t.old: as the subscriber knows it; t.new: latest
+	ts       []transition // ts[0].old: as the subscriber knows it
+	change   int          // the change that last touched the slot
 	observed time.Time
 }
 
@@ -253,17 +260,29 @@ func (s *Subscription) add(c *podChange) {
 // saved.
 func (p *pendingPod) merge(c *podChange) (coalesced int) {
 	p.podRef = c.podRef
+	p.changes++
 	for _, t := range c.transitions {
 		i := p.find(t)
 		if i < 0 {
-			p.slots = append(p.slots, slot{t: t, observed: c.observed})
+			p.slots = append(p.slots, slot{ts: []transition{t}, change: p.changes, observed: c.observed})
 			continue
 		}
 		sl := &p.slots[i]
-		before := deliverable(sl.t.old, sl.t.new) + deliverable(t.old, t.new)
-		sl.t.new, sl.t.name, sl.observed = t.new, t.name, c.observed
-		coalesced += max(0, before-deliverable(sl.t.old, sl.t.new))
-		if sl.t.old == sl.t.new {
+		sl.observed = c.observed
+		if sl.change == p.changes {
+			sl.ts = append(sl.ts, t)
+			continue
+		}
+		// The subscriber has not read what is pending: fold it.
+		before := deliverable(t.old, t.new)
+		for _, x := range sl.ts {
+			before += deliverable(x.old, x.new)
+		}
+		net := sl.ts[0]
+		net.new, net.name = t.new, t.name
+		coalesced += max(0, before-deliverable(net.old, net.new))
+		sl.ts, sl.change = append(sl.ts[:0], net), p.changes
+		if net.old == net.new {
 			// Back where the subscriber last saw it: nothing to tell.
 			p.slots = append(p.slots[:i], p.slots[i+1:]...)
 		}
@@ -285,7 +304,7 @@ func (p *pendingPod) merge(c *podChange) (coalesced int) {
 
 func (p *pendingPod) find(t transition) int {
 	for i := range p.slots {
-		if p.slots[i].t.id == t.id && p.slots[i].t.sandbox == t.sandbox {
+		if x := p.slots[i].ts[0]; x.id == t.id && x.sandbox == t.sandbox {
 			return i
 		}
 	}
@@ -295,7 +314,9 @@ func (p *pendingPod) find(t transition) int {
 func (p *pendingPod) events() []Event {
 	var out []Event
 	for _, sl := range p.slots {
-		out = p.appendTransition(out, sl.t, sl.observed)
+		for _, t := range sl.ts {
+			out = p.appendTransition(out, t, sl.observed)
+		}
 	}
 	if p.podSync {
 		out = append(out, p.event(PodSync, p.syncAt))

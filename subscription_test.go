@@ -119,6 +119,17 @@ func TestSubscriptionCoalescing(t *testing.T) {
 			wantCoalesced: 2,
 		},
 		{
+			name:  "one change telling a whole life keeps it",
+			steps: []step{add(change("p", "a:none>run", "a:run>exit", "a:exit>none")), read},
+			want:  []ev{{"p", S, "a"}, {"p", D, "a"}, {"p", R, "a"}},
+		},
+		{
+			name:          "a later change folds a pending life",
+			steps:         []step{add(change("p", "a:none>run", "a:run>exit")), add(change("p", "a:exit>none")), read},
+			want:          nil,
+			wantCoalesced: 3,
+		},
+		{
 			name:  "pods in the order their first event came",
 			steps: []step{add(change("p", "a:none>run")), add(change("q", "b:none>run")), add(change("p", "c:none>run")), read},
 			want:  []ev{{"p", S, "a"}, {"p", S, "c"}, {"q", S, "b"}},

@@ -45,7 +45,25 @@ type PLEG struct {
 	InspectionFailures *prometheus.CounterVec
 	CoalescedEvents    prometheus.Counter
 	InvalidItems       *prometheus.CounterVec
+
+	// Evented mode: the kubelet's, then ours.
+	EventedConnectionSuccess prometheus.Counter
+	EventedConnectionErrors  prometheus.Counter
+	EventedLatency           prometheus.Histogram
+	StreamConnected          prometheus.Gauge
+	StreamReconnects         prometheus.Counter
+	Hints                    *prometheus.CounterVec
+	HintsCoalesced           prometheus.Counter
+	PodRelists               prometheus.Counter
+	ShortLivedEvents         prometheus.Counter
+	Mode                     *prometheus.GaugeVec
 }
+
+// Modes of pleg_mode.
+const (
+	ModeGeneric = "generic"
+	ModeEvented = "evented"
+)
 
 // NewPLEG creates the collectors and registers them on reg. A nil reg
 // leaves them unregistered, which is what tests and embedders without
@@ -110,6 +128,51 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 			Help: "Malformed items in the runtime's lists, counted once per item and reason.",
 		}, []string{"reason"}),
 	}
+	m.EventedConnectionSuccess = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubelet_evented_pleg_connection_success_count",
+		Help: "The number of times a streaming client was obtained to receive CRI Events.",
+	})
+	m.EventedConnectionErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubelet_evented_pleg_connection_error_count",
+		Help: "The number of errors encountered during the establishment of streaming connection with the CRI runtime.",
+	})
+	m.EventedLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kubelet_evented_pleg_connection_latency_seconds",
+		Help:    "The latency of streaming connection with the CRI runtime, measured in seconds.",
+		Buckets: prometheus.DefBuckets,
+	})
+	m.StreamConnected = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pleg_evented_stream_connected",
+		Help: "1 while the CRI container event stream is connected, else 0.",
+	})
+	m.StreamReconnects = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_stream_reconnects_total",
+		Help: "Attempts to open the CRI container event stream again after it ended or failed.",
+	})
+	m.Hints = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pleg_evented_hints_total",
+		Help: "CRI container events received, each a hint to relist its pod, by event type; replayed events are the backlog a runtime sends a new subscriber.",
+	}, []string{"type"})
+	m.HintsCoalesced = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_hints_coalesced_total",
+		Help: "Hints that found a relist of their pod already pending and joined it.",
+	})
+	m.PodRelists = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_pod_relists_total",
+		Help: "Relists of a single pod, on request or on a hint.",
+	})
+	m.ShortLivedEvents = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_short_lived_events_total",
+		Help: "Events of containers the event stream reported but that were gone before a relist could see them.",
+	})
+	m.Mode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pleg_mode",
+		Help: "1 for the mode in force: evented while the CRI event stream holds, else generic (relisting alone).",
+	}, []string{"mode"})
+	m.SetMode(ModeGeneric)
+	for _, t := range []string{"created", "started", "stopped", "deleted", "replayed"} {
+		m.Hints.WithLabelValues(t)
+	}
 	m.SetRunningContainers(0, 0, 0, 0)
 	for _, r := range []string{InspectionDeadline, InspectionError} {
 		m.InspectionFailures.WithLabelValues(r)
@@ -134,11 +197,24 @@ func (m *PLEG) SetRunningContainers(created, running, exited, unknown int) {
 	m.RunningContainers.WithLabelValues(ContainerStateUnknown).Set(float64(unknown))
 }
 
+// SetMode sets pleg_mode to 1 for mode and 0 for the other.
+func (m *PLEG) SetMode(mode string) {
+	for _, md := range []string{ModeGeneric, ModeEvented} {
+		v := 0.0
+		if md == mode {
+			v = 1
+		}
+		m.Mode.WithLabelValues(md).Set(v)
+	}
+}
+
 func (m *PLEG) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.RelistDuration, m.RelistInterval, m.DiscardEvents, m.LastSeen, m.PodRelistDuration,
 		m.RunningPods, m.RunningContainers,
 		m.RelistInFlight, m.RelistStarted, m.InspectionDuration, m.InspectionFailures,
 		m.CoalescedEvents, m.InvalidItems,
+		m.EventedConnectionSuccess, m.EventedConnectionErrors, m.EventedLatency,
+		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.Mode,
 	}
 }

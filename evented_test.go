@@ -1,0 +1,411 @@
+package pleg
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime/fakeruntime"
+)
+
+// Evented tests run in synctest bubbles over the fake runtime's event
+// stream. The safety-net relist is an hour apart, so that what happens
+// after the first relist is the stream's doing.
+
+const (
+	evCreated = runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT
+	evStarted = runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT
+	evStopped = runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT
+	evDeleted = runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
+)
+
+type eventedEnv struct {
+	t   *testing.T
+	rt  *fakeruntime.Runtime
+	g   *Generator
+	sub *Subscription
+}
+
+func newEventedEnv(t *testing.T, mode Mode, pods ...fakeruntime.Pod) *eventedEnv {
+	t.Helper()
+	rt := fakeruntime.New(pods...)
+	rt.EnableEvents(true)
+	g, err := New(rt, Options{
+		Mode:                mode,
+		RelistPeriod:        time.Second,
+		EventedRelistPeriod: time.Hour,
+		// Above the hour, as the evented threshold must exceed its period.
+		EventedRelistThreshold: 2 * time.Hour,
+		Cache:                  podcache.New(),
+		Clock:                  clock.RealClock{},
+		Logger:                 slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &eventedEnv{t: t, rt: rt, g: g, sub: g.Subscribe()}
+	g.Start()
+	t.Cleanup(func() {
+		g.Stop()
+		e.sub.Close()
+	})
+	return e
+}
+
+// settle lets the stream come up, hold, and the generator relist once.
+func (e *eventedEnv) settle() {
+	time.Sleep(streamHold + 2*time.Second)
+	synctest.Wait()
+	e.drain()
+}
+
+func (e *eventedEnv) drain() []ev {
+	var out []ev
+	for {
+		x, ok := e.sub.TryNext()
+		if !ok {
+			return out
+		}
+		out = append(out, ev{x.PodUID, x.Type, x.ContainerID})
+	}
+}
+
+func webPod(containers ...fakeruntime.Container) fakeruntime.Pod {
+	return fakeruntime.Pod{UID: "web", Name: "web", Namespace: "shop",
+		Sandboxes: []fakeruntime.Sandbox{{ID: "sb", State: ready}}, Containers: containers}
+}
+
+func TestEventsDrivePerPodRelists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+		e.settle()
+		if s := e.g.Status(); !s.Evented || s.RelistPeriod != time.Hour || s.RelistThreshold != 2*time.Hour {
+			t.Fatalf("status %+v: want evented with the slow period and threshold", s)
+		}
+		if got := testutil.ToFloat64(e.g.metrics.Mode.WithLabelValues("evented")); got != 1 {
+			t.Errorf("pleg_mode{mode=evented} = %v", got)
+		}
+
+		e.rt.ResetCalls()
+		_ = e.rt.SetContainerState("c1", exited, 1)
+		e.rt.Emit("web", "c1", evStopped, time.Time{})
+		synctest.Wait()
+		if got := e.drain(); !slices.Equal(got, []ev{diedEv("web", "c1")}) {
+			t.Errorf("events %v, want Died(c1)", got)
+		}
+		// One relist of the pod, filtered: a list of sandboxes and one of
+		// containers, then its inspection.
+		if n := e.rt.Calls(fakeruntime.OpListPodSandbox); n != 1 {
+			t.Errorf("%d sandbox lists, want the pod's one", n)
+		}
+		if st, _ := e.g.Cache().Get("web"); st.FindContainerByID("c1").GetExitCode() != 1 {
+			t.Error("the cache does not hold the exit")
+		}
+	})
+}
+
+func TestHintsOfOnePodCoalesce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running), ctr("c2", running)))
+		e.settle()
+		before := testutil.ToFloat64(e.g.metrics.PodRelists)
+		// The loop is kept busy with another pod while five hints come.
+		e.rt.SetLatency(fakeruntime.OpListPodSandbox, time.Second)
+		e.g.RequestRelist("other")
+		synctest.Wait()
+		_ = e.rt.SetContainerState("c1", exited, 0)
+		_ = e.rt.SetContainerState("c2", exited, 0)
+		for _, id := range []string{"c1", "c2", "c1", "c2", "sb"} {
+			e.rt.Emit("web", id, evStopped, time.Time{})
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := testutil.ToFloat64(e.g.metrics.PodRelists) - before; got != 2 {
+			t.Errorf("%v per-pod relists, want 2: other's, then one for all of web's hints", got)
+		}
+		if got := testutil.ToFloat64(e.g.metrics.HintsCoalesced); got != 4 {
+			t.Errorf("%v hints coalesced, want 4", got)
+		}
+		assertEvents(t, toEvents(e.drain()), diedEv("web", "c1"), diedEv("web", "c2"))
+	})
+}
+
+// toEvents turns reduced events back into events for assertEvents.
+func toEvents(evs []ev) []Event {
+	var out []Event
+	for _, e := range evs {
+		out = append(out, Event{PodUID: e.pod, Type: e.typ, ContainerID: e.data})
+	}
+	return out
+}
+
+// TestShortLivedContainer: a container created, started, exited and
+// removed before any relist could see it is still reported, from its
+// hints, in the order it lived.
+func TestShortLivedContainer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+		e.settle()
+		// The relist the first hint triggers lists for a second: the
+		// container lives and goes meanwhile.
+		e.rt.SetLatency(fakeruntime.OpListPodSandbox, time.Second)
+		p := webPod()
+		e.rt.AddContainer(p, fakeruntime.Container{ID: "job", Name: "job", State: running})
+		e.rt.Emit("web", "job", evCreated, time.Time{})
+		e.rt.Emit("web", "job", evStarted, time.Time{})
+		_ = e.rt.SetContainerState("job", exited, 0)
+		e.rt.Emit("web", "job", evStopped, time.Time{})
+		e.rt.Remove("job")
+		e.rt.Emit("web", "job", evDeleted, time.Time{})
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		got := e.drain()
+		want := []ev{startedEv("web", "job"), diedEv("web", "job"), removedEv("web", "job")}
+		if !slices.Equal(got, want) {
+			t.Errorf("events %v, want %v", got, want)
+		}
+		if n := testutil.ToFloat64(e.g.metrics.ShortLivedEvents); n != 3 {
+			t.Errorf("pleg_evented_short_lived_events_total = %v, want 3", n)
+		}
+		// A relist later, nothing more about it.
+		e.g.requestGlobalRelist()
+		synctest.Wait()
+		if got := e.drain(); len(got) != 0 {
+			t.Errorf("again: %v", got)
+		}
+	})
+}
+
+// TestShortLivedPod: a whole pod created and removed between relists.
+func TestShortLivedPod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto)
+		e.settle()
+		e.rt.SetLatency(fakeruntime.OpListPodSandbox, time.Second)
+		job := fakeruntime.Pod{UID: "job", Name: "job", Namespace: "batch",
+			Sandboxes: []fakeruntime.Sandbox{{ID: "jsb", State: ready}}, Containers: []fakeruntime.Container{{ID: "jc", Name: "run", State: running}}}
+		e.rt.AddPod(job)
+		// Only the sandbox's events carry the pod; the container's are
+		// attributed to it by their IDs.
+		e.rt.Emit("job", "jsb", evCreated, time.Time{})
+		e.rt.Emit("job", "jsb", evStarted, time.Time{})
+		e.rt.Emit("job", "jc", evStarted, time.Time{})
+		_ = e.rt.SetContainerState("jc", exited, 0)
+		e.rt.Emit("job", "jc", evStopped, time.Time{})
+		e.rt.RemovePod("job")
+		e.rt.Emit("job", "jc", evDeleted, time.Time{})
+		e.rt.Emit("job", "jsb", evStopped, time.Time{})
+		e.rt.Emit("job", "jsb", evDeleted, time.Time{})
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		got := e.drain()
+		for _, id := range []string{"jc", "jsb"} {
+			var types []EventType
+			for _, x := range got {
+				if x.data == id {
+					types = append(types, x.typ)
+				}
+			}
+			if want := []EventType{ContainerStarted, ContainerDied, ContainerRemoved}; !slices.Equal(types, want) {
+				t.Errorf("%s: %v, want %v (all: %v)", id, types, want, got)
+			}
+		}
+	})
+}
+
+// TestLateDeletedIsNotReportedTwice: the relist saw the container go, then
+// the stream's DELETED arrives.
+func TestLateDeletedIsNotReportedTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running), ctr("c2", running)))
+		e.settle()
+		_ = e.rt.SetContainerState("c2", exited, 0)
+		e.rt.Remove("c2")
+		e.g.requestGlobalRelist()
+		synctest.Wait()
+		assertEvents(t, toEvents(e.drain()), diedEv("web", "c2"), removedEv("web", "c2"))
+		e.rt.Emit("web", "c2", evStopped, time.Time{})
+		e.rt.Emit("web", "c2", evDeleted, time.Time{})
+		synctest.Wait()
+		if got := e.drain(); len(got) != 0 {
+			t.Errorf("the late hints reported %v again", got)
+		}
+	})
+}
+
+// TestBacklogReplayDoesNoHarm: containerd replays minutes of old events to
+// its first subscriber. They ask for relists, and report nothing.
+func TestBacklogReplayDoesNoHarm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+		e.settle()
+		old := time.Now().Add(-4 * time.Minute)
+		// A container that lived and went four minutes ago, and the stream's
+		// whole story of c1.
+		e.rt.Emit("web", "ghost", evStarted, old)
+		e.rt.Emit("web", "ghost", evDeleted, old)
+		e.rt.Emit("web", "c1", evStarted, old)
+		synctest.Wait()
+		if got := e.drain(); len(got) != 0 {
+			t.Errorf("replayed events reported %v", got)
+		}
+		if n := testutil.ToFloat64(e.g.metrics.Hints.WithLabelValues("replayed")); n != 3 {
+			t.Errorf("%v replayed hints counted, want 3", n)
+		}
+	})
+}
+
+func TestStreamDropsAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+		e.settle()
+
+		// The stream breaks and the runtime refuses new ones for a while.
+		e.rt.InjectError(fakeruntime.OpEvents, errors.New("unavailable"))
+		e.rt.InjectError(fakeruntime.OpEvents, errors.New("unavailable"))
+		_ = e.rt.SetContainerState("c1", exited, 1) // lost with the stream
+		e.rt.EndStreams(errors.New("transport is closing"))
+		synctest.Wait()
+		if s := e.g.Status(); s.Evented || s.StreamConnected || s.RelistPeriod != time.Second {
+			t.Errorf("status after the drop %+v: want relisting every second", s)
+		}
+		// The relist that follows the drop finds what the stream lost.
+		assertEvents(t, toEvents(e.drain()), diedEv("web", "c1"))
+
+		// It reconnects (two failures, then success) and drives again.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if s := e.g.Status(); !s.Evented {
+			t.Errorf("status after recovery %+v: want evented", s)
+		}
+		if n := testutil.ToFloat64(e.g.metrics.EventedConnectionErrors); n != 3 {
+			t.Errorf("connection errors %v, want 3 (the drop, two refusals)", n)
+		}
+		if n := testutil.ToFloat64(e.g.metrics.EventedConnectionSuccess); n != 2 {
+			t.Errorf("connections %v, want 2", n)
+		}
+		if ok, err := e.g.Healthy(); !ok {
+			t.Errorf("unhealthy: %v", err)
+		}
+	})
+}
+
+func TestNoStream(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(*fakeruntime.Runtime)
+	}{
+		{"unimplemented", func(rt *fakeruntime.Runtime) { rt.EnableEvents(false) }},
+		{"closed at once, as CRI-O with pod events off", func(rt *fakeruntime.Runtime) { rt.CloseEventsAtOnce(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := fakeruntime.New(webPod(ctr("c1", running)))
+				rt.EnableEvents(true)
+				tc.prepare(rt)
+				g, err := New(rt, Options{RelistPeriod: time.Second, Clock: clock.RealClock{}, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Start()
+				defer g.Stop()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				s := g.Status()
+				if s.Evented || !s.NoStream || s.RelistPeriod != time.Second {
+					t.Errorf("status %+v: want relisting every second, no stream", s)
+				}
+				if !strings.Contains(s.String(), "no container event stream") {
+					t.Errorf("status line %q", s.String())
+				}
+				// Rarely retried: once at start, then every five minutes.
+				if n := rt.Calls(fakeruntime.OpEvents); n != 1 {
+					t.Errorf("%d attempts in a minute, want 1", n)
+				}
+				// The runtime gains a stream: the next retry finds it.
+				rt.EnableEvents(true)
+				rt.CloseEventsAtOnce(false)
+				time.Sleep(5*time.Minute + streamHold + time.Second)
+				synctest.Wait()
+				if !g.Status().Evented {
+					t.Errorf("status %+v: want evented once the runtime has a stream", g.Status())
+				}
+			})
+		})
+	}
+}
+
+// TestForcedEventedMode: without a stream, --mode evented keeps retrying at
+// its usual pace and turns unhealthy after the threshold.
+func TestForcedEventedMode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := fakeruntime.New(webPod(ctr("c1", running)))
+		g, err := New(rt, Options{Mode: ModeEvented, RelistPeriod: time.Second, RelistThreshold: time.Minute,
+			Clock: clock.RealClock{}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Start()
+		defer g.Stop()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if ok, err := g.Healthy(); !ok {
+			t.Errorf("unhealthy before the threshold: %v", err)
+		}
+		if n := rt.Calls(fakeruntime.OpEvents); n < 5 {
+			t.Errorf("%d attempts in 30 s, want the backoff's pace, not every five minutes", n)
+		}
+		time.Sleep(45 * time.Second)
+		synctest.Wait()
+		ok, err := g.Healthy()
+		if ok || !strings.HasPrefix(err.Error(), "the container event stream has been down for ") {
+			t.Errorf("Healthy() = %v, %v; want unhealthy for the stream", ok, err)
+		}
+	})
+}
+
+func TestGenericModeOpensNoStream(t *testing.T) {
+	rt := fakeruntime.New()
+	rt.EnableEvents(true)
+	e := newEnv(t, rt, func(o *Options) { o.Mode = ModeGeneric })
+	e.relist()
+	if rt.Calls(fakeruntime.OpEvents) != 0 || e.g.source != nil {
+		t.Error("generic mode opened the event stream")
+	}
+}
+
+func TestHintTransitions(t *testing.T) {
+	for _, tc := range []struct {
+		stages stage
+		want   []EventType
+	}{
+		{stageCreated | stageStarted | stageStopped | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
+		{stageStarted | stageStopped | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
+		{stageStarted | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
+		{stageStopped | stageDeleted, []EventType{ContainerDied, ContainerRemoved}},
+		{stageCreated | stageDeleted, []EventType{ContainerDied, ContainerRemoved}},
+	} {
+		h := &hint{id: "x", stages: tc.stages}
+		var got []EventType
+		for _, tr := range h.transitions() {
+			types, n := transitionEvents(tr.old, tr.new)
+			for _, typ := range types[:n] {
+				if typ != ContainerChanged {
+					got = append(got, typ)
+				}
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("stages %04b: %v, want %v", tc.stages, got, tc.want)
+		}
+	}
+}
