@@ -467,3 +467,30 @@ func TestWritePodListMatchesNewPodList(t *testing.T) {
 		t.Errorf("streamed:\n%s\nwhole:\n%s", streamed.String(), whole.String())
 	}
 }
+
+func TestHealthzVerboseAndMode(t *testing.T) {
+	f := &fixture{health: &healthy{ok: true}}
+	srv := NewServer(Options{
+		Cache: testCache(), Journal: NewJournal(10, 1),
+		Checks: []Check{{Name: "PLEG", Healthy: f.health.check}},
+		Mode:   func() (string, string) { return "evented", "mode auto: evented since 10:00" },
+	})
+	f.srv, f.ts = srv, httptest.NewServer(srv)
+	defer f.ts.Close()
+
+	resp, body := f.get(t, "/healthz")
+	if resp.Header.Get("X-Pleg-Mode") != "evented" || string(body) != "ok\n" {
+		t.Errorf("healthz: %q, X-Pleg-Mode %q", body, resp.Header.Get("X-Pleg-Mode"))
+	}
+	_, body = f.get(t, "/healthz?verbose")
+	if want := "[+]PLEG ok\nmode auto: evented since 10:00\nhealthz check passed\n"; string(body) != want {
+		t.Errorf("verbose healthz:\n%s\nwant:\n%s", body, want)
+	}
+	f.health.ok, f.health.err = false, errors.New("pleg was last seen active 11m0s ago; threshold is 10m0s")
+	resp, body = f.get(t, "/healthz?verbose")
+	if want := "[-]PLEG failed: pleg was last seen active 11m0s ago; threshold is 10m0s\nmode auto: evented since 10:00\nhealthz check failed\n"; resp.StatusCode != 500 || string(body) != want {
+		t.Errorf("verbose healthz unhealthy: %d\n%s\nwant:\n%s", resp.StatusCode, body, want)
+	}
+	resp, body = f.get(t, "/healthz?verbos")
+	assertError(t, resp, body, 400, `unknown query parameter "verbos"`)
+}

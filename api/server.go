@@ -45,7 +45,11 @@ type Cache interface {
 
 // Options configure a Server.
 type Options struct {
-	Checks  []Check
+	Checks []Check
+	// Mode, if set, tells how the generator learns of changes: a short
+	// word for the X-Pleg-Mode header (generic, evented) and a line for
+	// /healthz?verbose.
+	Mode    func() (word, line string)
 	Cache   Cache
 	Journal *Journal
 	// Gatherer serves /metrics; nil serves none.
@@ -133,15 +137,51 @@ func (s *Server) Unhealthy() []string {
 	return errs
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+// healthz answers as the kubelet's health checks read: "ok", or the
+// failures. With ?verbose it lists every check and the mode in force.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	verbose := false
+	for key := range r.URL.Query() {
+		if key != "verbose" {
+			writeError(w, http.StatusBadRequest, "unknown query parameter %q (want verbose)", key)
+			return
+		}
+		verbose = true
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if errs := s.Unhealthy(); len(errs) > 0 {
+	var word, line string
+	if s.opts.Mode != nil {
+		word, line = s.opts.Mode()
+		w.Header().Set("X-Pleg-Mode", word)
+	}
+	errs := s.Unhealthy()
+	if len(errs) > 0 {
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintln(w, strings.Join(errs, "; "))
+	}
+	if !verbose {
+		if len(errs) > 0 {
+			fmt.Fprintln(w, strings.Join(errs, "; "))
+		} else {
+			fmt.Fprintln(w, "ok")
+		}
 		return
 	}
-	fmt.Fprintln(w, "ok")
+	for _, c := range s.opts.Checks {
+		if ok, err := c.Healthy(); ok {
+			fmt.Fprintf(w, "[+]%s ok\n", c.Name)
+		} else {
+			fmt.Fprintf(w, "[-]%s failed: %v\n", c.Name, err)
+		}
+	}
+	if line != "" {
+		fmt.Fprintln(w, line)
+	}
+	if len(errs) > 0 {
+		fmt.Fprintln(w, "healthz check failed")
+	} else {
+		fmt.Fprintln(w, "healthz check passed")
+	}
 }
 
 func (s *Server) pods(w http.ResponseWriter, r *http.Request) {

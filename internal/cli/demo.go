@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -79,16 +80,23 @@ meanwhile; the address is printed at the start.`,
 			start := time.Now()
 			tick := time.NewTicker(time.Second)
 			defer tick.Stop()
-			var prev map[pleg.EventType]int
+			var (
+				prev map[pleg.EventType]int
+				last summary
+			)
 			for {
 				select {
 				case err := <-done:
-					show.render(demoSummary(d, counts, prev, time.Since(start), true))
+					s := demoSummary(d, counts, prev, time.Since(start), true)
+					// Stopping closed the event stream: the mode line of
+					// the last frame says how it ran.
+					s.mode = cmp.Or(last.mode, s.mode)
+					show.render(s)
 					return err
 				case <-tick.C:
-					s := demoSummary(d, counts, prev, time.Since(start), false)
-					prev = s.totals
-					show.render(s)
+					last = demoSummary(d, counts, prev, time.Since(start), false)
+					prev = last.totals
+					show.render(last)
 				}
 			}
 		},
@@ -139,10 +147,12 @@ type summary struct {
 	relists              uint64
 	relistP50, relistP99 time.Duration
 	health               string
+	mode                 string
 }
 
 func demoSummary(d *daemon.Daemon, counts *eventCounts, prev map[pleg.EventType]int, elapsed time.Duration, final bool) summary {
-	s := summary{elapsed: elapsed, final: final, totals: counts.snapshot(), perSecond: map[pleg.EventType]int{}, health: "ok"}
+	s := summary{elapsed: elapsed, final: final, totals: counts.snapshot(), perSecond: map[pleg.EventType]int{}, health: "ok",
+		mode: d.Gen.Status().String()}
 	for typ, n := range s.totals {
 		s.perSecond[typ] = n - prev[typ]
 	}
@@ -235,6 +245,7 @@ func (v *summaryView) render(s summary) {
 	fmt.Fprintf(&b, "  events      %s\n", eventLine(s.totals))
 	fmt.Fprintf(&b, "  relist      p50 %v  p99 %v  (%d relists)\n", s.relistP50.Round(time.Millisecond), s.relistP99.Round(time.Millisecond), s.relists)
 	fmt.Fprintf(&b, "  health      %s\n", s.health)
+	fmt.Fprintf(&b, "  %s\n", s.mode)
 	text := b.String()
 	if v.terminal && v.lines > 0 {
 		// Up over the previous frame and clear it.

@@ -20,13 +20,6 @@ import (
 	"github.com/plegkit/pleg/runtime/cri"
 )
 
-// Modes of --mode.
-const (
-	ModeAuto    = "auto"
-	ModeGeneric = "generic"
-	ModeEvented = "evented"
-)
-
 // global holds the flags every command shares.
 type global struct {
 	endpoint           string
@@ -34,6 +27,8 @@ type global struct {
 	mode               string
 	relistPeriod       time.Duration
 	relistThreshold    time.Duration
+	eventedPeriod      time.Duration
+	eventedThreshold   time.Duration
 	inspectConcurrency int
 	configFile         string
 	logFormat          string
@@ -63,9 +58,11 @@ events, keeps a pod status cache and reports its health.`,
 	f := root.PersistentFlags()
 	f.StringVarP(&g.endpoint, "runtime-endpoint", "r", cri.DefaultEndpoint, "CRI runtime endpoint, unix:///path (env CONTAINER_RUNTIME_ENDPOINT)")
 	f.DurationVarP(&g.timeout, "timeout", "t", 0, "deadline of each runtime call (default 2m for run and watch, 10s otherwise)")
-	f.StringVar(&g.mode, "mode", ModeAuto, "generic (relist), evented (CRI events as hints) or auto")
+	f.StringVar(&g.mode, "mode", string(pleg.ModeAuto), "auto (the runtime's event stream where it has one), generic (relisting alone) or evented")
 	f.DurationVar(&g.relistPeriod, "relist-period", pleg.DefaultRelistPeriod, "pause between global relists")
 	f.DurationVar(&g.relistThreshold, "relist-threshold", pleg.DefaultRelistThreshold, "unhealthy after this long without a successful relist")
+	f.DurationVar(&g.eventedPeriod, "evented-relist-period", pleg.DefaultEventedRelistPeriod, "pause between global relists while the runtime's event stream drives")
+	f.DurationVar(&g.eventedThreshold, "evented-relist-threshold", pleg.DefaultEventedRelistThreshold, "health threshold while the runtime's event stream drives")
 	f.IntVar(&g.inspectConcurrency, "inspect-concurrency", pleg.DefaultInspectConcurrency, "pods inspected at once (1: the kubelet's serial order)")
 	f.StringVar(&g.configFile, "config", "", "YAML file of flag values, keyed by flag name; flags on the command line win")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
@@ -131,7 +128,7 @@ func (g *global) validate() error {
 	if g.timeout < 0 {
 		errs = append(errs, fmt.Errorf("--timeout %v: must be positive", g.timeout))
 	}
-	if !slices.Contains([]string{ModeAuto, ModeGeneric, ModeEvented}, g.mode) {
+	if !slices.Contains([]string{string(pleg.ModeAuto), string(pleg.ModeGeneric), string(pleg.ModeEvented)}, g.mode) {
 		errs = append(errs, fmt.Errorf("--mode %q: want generic, evented or auto", g.mode))
 	}
 	if g.relistPeriod <= 0 {
@@ -139,6 +136,12 @@ func (g *global) validate() error {
 	}
 	if g.relistThreshold <= g.relistPeriod {
 		errs = append(errs, fmt.Errorf("--relist-threshold %v: must be greater than --relist-period %v", g.relistThreshold, g.relistPeriod))
+	}
+	if g.eventedPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--evented-relist-period %v: must be positive", g.eventedPeriod))
+	}
+	if g.eventedThreshold <= g.eventedPeriod {
+		errs = append(errs, fmt.Errorf("--evented-relist-threshold %v: must be greater than --evented-relist-period %v", g.eventedThreshold, g.eventedPeriod))
 	}
 	if g.inspectConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--inspect-concurrency %d: must be at least 1", g.inspectConcurrency))
@@ -169,10 +172,13 @@ func (g *global) runtimeAt(endpoint string, def time.Duration) (*cri.Runtime, er
 // generatorOptions are the generator's options from the flags.
 func (g *global) generatorOptions() pleg.Options {
 	return pleg.Options{
-		RelistPeriod:       g.relistPeriod,
-		RelistThreshold:    g.relistThreshold,
-		InspectConcurrency: g.inspectConcurrency,
-		Logger:             g.log,
+		RelistPeriod:           g.relistPeriod,
+		RelistThreshold:        g.relistThreshold,
+		Mode:                   pleg.Mode(g.mode),
+		EventedRelistPeriod:    g.eventedPeriod,
+		EventedRelistThreshold: g.eventedThreshold,
+		InspectConcurrency:     g.inspectConcurrency,
+		Logger:                 g.log,
 	}
 }
 

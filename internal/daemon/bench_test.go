@@ -107,3 +107,78 @@ func memory(b *testing.B, pid int) (rss, peak float64) {
 	}
 	return rss, peak
 }
+
+// BenchmarkIdleCPU100Pods measures the CPU time `pleg run` uses over a
+// window (5 minutes, or $PLEG_BENCH_WINDOW) watching an idle `pleg sim` of
+// 100 pods x 3 containers: relisting every second, and driven by the event
+// stream with safety-net relists every 10 s and every 30 s (the default).
+//
+//	go test -run '^$' -bench IdleCPU -benchtime 1x -timeout 30m ./internal/daemon/
+func BenchmarkIdleCPU100Pods(b *testing.B) {
+	window := 5 * time.Minute
+	if w := os.Getenv("PLEG_BENCH_WINDOW"); w != "" {
+		var err error
+		if window, err = time.ParseDuration(w); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "pleg")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/plegkit/pleg/cmd/pleg").CombinedOutput(); err != nil {
+		b.Fatalf("building pleg: %v\n%s", err, out)
+	}
+	for _, mode := range []struct{ name, mode, period string }{
+		{"generic-1s", "generic", "30s"},
+		{"evented-10s", "auto", "10s"},
+		{"evented-30s", "auto", "30s"},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			sock := filepath.Join(dir, mode.name+".sock")
+			start := func(args ...string) *exec.Cmd {
+				cmd := exec.Command(bin, args...)
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+				return cmd
+			}
+			start("sim", "--socket", sock, "--pods", "100", "--containers", "3", "--latency", "zero", "--churn", "")
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			addr := lis.Addr().String()
+			lis.Close()
+			daemon := start("run", "-r", "unix://"+sock, "--listen", addr, "--mode", mode.mode, "--evented-relist-period", mode.period)
+			deadline := time.Now().Add(time.Minute)
+			for !runningPods("http://"+addr, 100) {
+				if time.Now().After(deadline) {
+					b.Fatal("the daemon never saw the pods")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			time.Sleep(10 * time.Second) // past the first relist and the stream's hold
+			before := cpuTime(b, daemon.Process.Pid)
+			time.Sleep(window)
+			used := cpuTime(b, daemon.Process.Pid) - before
+			for b.Loop() {
+			}
+			b.ReportMetric(used.Seconds(), "cpu-s")
+			b.ReportMetric(100*used.Seconds()/window.Seconds(), "%-of-a-core")
+		})
+	}
+}
+
+// cpuTime is the user and system time a process has used.
+func cpuTime(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis: utime and stime are
+	// the 12th and 13th.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // clock ticks of 100 Hz
+}

@@ -20,6 +20,11 @@
 //
 // Instance.Stop stops everything it started: pod sandboxes (through CRI),
 // containerd, any leftover shim and its containers, mounts and the directory.
+//
+// Options.Legacy (RequireLegacy, StartLegacyForTests) starts Debian's
+// containerd 1.6 instead, installed with apt-get when missing (see
+// InstallLegacy): a real CRI runtime without GetContainerEvents, on which
+// an evented PLEG must fall back to relisting. The Instance API is the same.
 package containerdtest
 
 import (
@@ -68,6 +73,9 @@ type Options struct {
 	KeepLogs bool
 	// LogLevel is containerd's --log-level; default "info".
 	LogLevel string
+	// Legacy starts Debian's containerd 1.6 (see InstallLegacy) instead of
+	// containerd ContainerdVersion. It has CRI but no GetContainerEvents.
+	Legacy bool
 }
 
 // Instance is a private containerd. Its exported fields are read-only.
@@ -82,6 +90,11 @@ type Instance struct {
 	Images  runtimeapi.ImageServiceClient
 	// Bin are the binaries in use.
 	Bin Binaries
+	// Version is containerd's version: ContainerdVersion, or for a Legacy
+	// instance the Debian build's, e.g. "1.6.20~ds1".
+	Version string
+	// Legacy reports whether this is Debian's containerd 1.6.
+	Legacy bool
 
 	opts    Options
 	socket  string
@@ -110,9 +123,10 @@ func (p *process) exited() bool {
 	}
 }
 
-// Start installs what is needed (see Install), starts a private containerd,
-// waits until its CRI Status reports RuntimeReady, imports the test image
-// and returns the instance. On error nothing is left behind.
+// Start installs what is needed (see Install, or InstallLegacy with
+// opts.Legacy), starts a private containerd, waits until its CRI Status
+// reports RuntimeReady, imports the test image and returns the instance. On
+// error nothing is left behind.
 func Start(ctx context.Context, opts Options) (*Instance, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -124,7 +138,11 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 		return nil, errors.New("containerdtest: a private containerd needs root (run the tests as root)")
 	}
 	sweepStale(opts.Logf)
-	bin, err := Install(ctx, opts.Logf)
+	install := Install
+	if opts.Legacy {
+		install = InstallLegacy
+	}
+	bin, err := install(ctx, opts.Logf)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +157,8 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 	in := &Instance{
 		Dir:     dir,
 		Bin:     bin,
+		Version: bin.Version,
+		Legacy:  opts.Legacy,
 		opts:    opts,
 		socket:  filepath.Join(dir, "c.sock"),
 		config:  filepath.Join(dir, "config.toml"),
@@ -156,7 +176,11 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("containerdtest: %w", err)
 	}
-	if err := os.WriteFile(in.config, []byte(configTOML(dir, in.socket, bin.Runc)), 0o644); err != nil {
+	config := configTOML(dir, in.socket, bin.Runc)
+	if opts.Legacy {
+		config = legacyConfigTOML(dir, in.socket, bin.Runc)
+	}
+	if err := os.WriteFile(in.config, []byte(config), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("containerdtest: %w", err)
 	}
@@ -182,7 +206,7 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 	if err := in.importImage(ctx); err != nil {
 		return nil, errors.Join(err, in.Stop())
 	}
-	opts.Logf("containerdtest: containerd %s ready at %s in %v", ContainerdVersion, in.Endpoint, time.Since(t0).Round(time.Millisecond))
+	opts.Logf("containerdtest: containerd %s ready at %s in %v", in.Version, in.Endpoint, time.Since(t0).Round(time.Millisecond))
 	return in, nil
 }
 
@@ -282,7 +306,8 @@ func (in *Instance) start(ctx context.Context) error {
 		"--root", filepath.Join(in.Dir, "root"),
 		"--state", filepath.Join(in.Dir, "state"),
 		"--log-level", in.opts.LogLevel)
-	// The shim is found on PATH: our bin dir first, then runc's.
+	// The shim is found on PATH: our bin dir first (the cache's for
+	// ContainerdVersion, LegacyBinDir for Legacy), then runc's.
 	path := in.Bin.BinDir() + string(os.PathListSeparator) + filepath.Dir(in.Bin.Runc) + string(os.PathListSeparator) + os.Getenv("PATH")
 	cmd.Env = append(envWithout(os.Environ(), "PATH", "CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE", "NOTIFY_SOCKET"), "PATH="+path)
 	cmd.Stdout, cmd.Stderr = logf, logf

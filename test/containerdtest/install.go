@@ -15,16 +15,18 @@ import (
 
 // Binaries are the absolute paths of everything an Instance runs.
 type Binaries struct {
-	Containerd string // containerd of ContainerdVersion
-	Shim       string // containerd-shim-runc-v2 of ContainerdVersion
-	Ctr        string // ctr of ContainerdVersion
+	Containerd string // containerd of ContainerdVersion (Legacy: LegacyBinDir's)
+	Shim       string // its containerd-shim-runc-v2
+	Ctr        string // its ctr
+	Version    string // containerd's version: ContainerdVersion, or e.g. 1.6.20~ds1
 	Runc       string // runc, from PATH (or installed with apt-get)
 	TestImg    string // the static test/testimg binary
 	ImageTar   string // docker-archive of TestImg, tagged SandboxImage and TestImage
 }
 
-// BinDir is the directory holding containerd and its shim; it goes first on
-// containerd's PATH so that containerd finds this shim.
+// BinDir is the directory holding containerd and its shim (<cache>/bin, or
+// LegacyBinDir); it goes first on containerd's PATH so that containerd
+// finds this shim.
 func (b Binaries) BinDir() string { return filepath.Dir(b.Containerd) }
 
 const containerdModule = "github.com/containerd/containerd/v2"
@@ -95,6 +97,7 @@ func Install(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
 	b.Containerd = filepath.Join(bin, "containerd")
 	b.Shim = filepath.Join(bin, "containerd-shim-runc-v2")
 	b.Ctr = filepath.Join(bin, "ctr")
+	b.Version = ContainerdVersion
 	var missing []string
 	for _, p := range []string{b.Containerd, b.Shim, b.Ctr} {
 		if v, err := binaryVersion(p); err != nil || v != ContainerdVersion {

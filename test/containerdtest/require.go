@@ -33,9 +33,23 @@ func Unavailable(t testing.TB, err error) {
 // module proxy...) the test fails under CI=true and is skipped elsewhere.
 func Require(t testing.TB) *Instance {
 	t.Helper()
+	return require(t, Options{})
+}
+
+// RequireLegacy is Require for Debian's containerd 1.6 (Options.Legacy),
+// a real CRI runtime without GetContainerEvents. The first call may install
+// it with apt-get (see InstallLegacy).
+func RequireLegacy(t testing.TB) *Instance {
+	t.Helper()
+	return require(t, Options{Legacy: true})
+}
+
+func require(t testing.TB, opts Options) *Instance {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	in, err := Start(ctx, Options{Logf: t.Logf})
+	opts.Logf = t.Logf
+	in, err := Start(ctx, opts)
 	if err != nil {
 		Unavailable(t, err)
 	}
@@ -72,10 +86,21 @@ func Require(t testing.TB) *Instance {
 // Progress goes to the standard error, which `go test` shows only on
 // failure or with -v.
 func StartForTests() (*Instance, error) {
+	return startForTests(Options{})
+}
+
+// StartLegacyForTests is StartForTests for Debian's containerd 1.6
+// (Options.Legacy). A test binary may start both kinds of instance.
+func StartLegacyForTests() (*Instance, error) {
+	return startForTests(Options{Legacy: true})
+}
+
+func startForTests(opts Options) (*Instance, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	l := log.New(os.Stderr, "", log.Ltime|log.Lmicroseconds)
-	in, err := Start(ctx, Options{Logf: func(f string, a ...any) { l.Output(2, fmt.Sprintf(f, a...)) }})
+	opts.Logf = func(f string, a ...any) { l.Output(2, fmt.Sprintf(f, a...)) }
+	in, err := Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

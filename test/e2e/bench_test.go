@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -123,3 +126,139 @@ func clearPods(b *testing.B, in *containerdtest.Instance) {
 		}
 	}
 }
+
+// BenchmarkEventLatency measures, on containerd, how long after a
+// container starts (StartContainer returned) and after it exits the
+// generator delivers ContainerStarted and ContainerDied: relisting every
+// second, against the event stream. An exit is timed twice: from the
+// container's FinishedAt, and from the created_at of the STOPPED event
+// containerd sends (read on a stream of its own), which containerd sends
+// some 20 ms after FinishedAt, a delay of its own no client can take off.
+// Each iteration is one container that runs for 1.5 s.
+//
+//	go test -run '^$' -bench EventLatency -benchtime 40x ./test/e2e/
+func BenchmarkEventLatency(b *testing.B) {
+	in := containerd(b)
+	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	var stoppedMu sync.Mutex
+	stoppedAt := map[string]time.Time{}
+	streamCtx, stopStream := context.WithCancel(context.Background())
+	defer stopStream()
+	stream, err := in.Runtime.GetContainerEvents(streamCtx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if ev.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
+				stoppedMu.Lock()
+				stoppedAt[ev.ContainerId] = time.Unix(0, ev.CreatedAt)
+				stoppedMu.Unlock()
+			}
+		}
+	}()
+	for _, mode := range []pleg.Mode{pleg.ModeGeneric, pleg.ModeEvented} {
+		b.Run(string(mode), func(b *testing.B) {
+			g, err := pleg.New(rt, pleg.Options{Mode: mode, RelistPeriod: time.Second, Cache: podcache.New(), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sub := g.Subscribe()
+			defer sub.Close()
+			type key struct {
+				id  string
+				typ pleg.EventType
+			}
+			var mu sync.Mutex
+			arrived := map[key]time.Time{}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				for {
+					ev, err := sub.Next(ctx)
+					if err != nil {
+						return
+					}
+					now := time.Now()
+					mu.Lock()
+					arrived[key{ev.ContainerID, ev.Type}] = now
+					mu.Unlock()
+				}
+			}()
+			g.Start()
+			defer g.Stop()
+			deadline := time.Now().Add(time.Minute)
+			for mode == pleg.ModeEvented && !g.Status().Evented {
+				if time.Now().After(deadline) {
+					b.Fatal("the event stream never drove")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			arrival := func(id string, typ pleg.EventType) time.Time {
+				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					mu.Lock()
+					at, ok := arrived[key{id, typ}]
+					mu.Unlock()
+					if ok {
+						return at
+					}
+				}
+				b.Fatalf("no %s for %s", typ, id)
+				return time.Time{}
+			}
+
+			bctx := context.Background()
+			pod := containerdtest.PodSpec{UID: "latency-" + string(mode), Name: "latency-" + string(mode), Namespace: "bench"}
+			sb, err := in.RunPod(bctx, pod)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = in.StopPod(bctx, sb); _ = in.RemovePod(bctx, sb) }()
+			var starts, exits, afterEvent []time.Duration
+			for i := range b.N {
+				id, err := in.CreateContainer(bctx, sb, pod, containerdtest.ContainerSpec{Name: fmt.Sprint("c", i), Args: []string{"exit", "0", "1500ms"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := in.StartContainer(bctx, id); err != nil {
+					b.Fatal(err)
+				}
+				started := time.Now()
+				starts = append(starts, arrival(id, pleg.ContainerStarted).Sub(started))
+				died := arrival(id, pleg.ContainerDied)
+				st, err := in.Runtime.ContainerStatus(bctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+				if err != nil {
+					b.Fatal(err)
+				}
+				exits = append(exits, died.Sub(time.Unix(0, st.GetStatus().GetFinishedAt())))
+				stoppedMu.Lock()
+				sent, ok := stoppedAt[id]
+				stoppedMu.Unlock()
+				if ok {
+					afterEvent = append(afterEvent, died.Sub(sent))
+				}
+				if err := in.RemoveContainer(bctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for name, d := range map[string][]time.Duration{"start": starts, "exit": exits, "exit-after-stopped-event": afterEvent} {
+				if len(d) == 0 {
+					continue
+				}
+				slices.Sort(d)
+				b.ReportMetric(ms(d[len(d)/2]), name+"-p50-ms")
+				b.ReportMetric(ms(d[(len(d)*99-1)/100]), name+"-p99-ms")
+			}
+		})
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
