@@ -28,6 +28,10 @@ type Faults struct {
 	// HangPod makes PodSandboxStatus and ContainerStatus block likewise
 	// for the sandboxes of the pod with this UID and their containers.
 	HangPod string
+	// SlowPod delays ContainerStatus, beyond the latency model, for the
+	// containers of each pod whose UID it maps to a delay: one pod whose
+	// inspection is slow, as when its containers' shim is busy.
+	SlowPod map[string]time.Duration
 	// StreamDropEvery ends each event stream with an Unavailable error
 	// this long after it was opened; 0 never does.
 	StreamDropEvery time.Duration
@@ -87,6 +91,11 @@ func (f Faults) validate() error {
 	if f.ErrorCode > codes.Unauthenticated {
 		errs = append(errs, fmt.Errorf("faults: unknown error code %d", f.ErrorCode))
 	}
+	for _, uid := range slices.Sorted(maps.Keys(f.SlowPod)) {
+		if f.SlowPod[uid] < 0 {
+			errs = append(errs, fmt.Errorf("faults: delay %v of pod %s must not be negative", f.SlowPod[uid], uid))
+		}
+	}
 	if f.StreamDropEvery < 0 {
 		errs = append(errs, errors.New("faults: stream drop period must not be negative"))
 	}
@@ -100,6 +109,7 @@ func (f Faults) validate() error {
 func (f Faults) clone() Faults {
 	f.ErrorRate = maps.Clone(f.ErrorRate)
 	f.Hang = maps.Clone(f.Hang)
+	f.SlowPod = maps.Clone(f.SlowPod)
 	return f
 }
 
@@ -142,6 +152,9 @@ func compileFaults(f Faults) *activeFaults {
 //	                      repeatable
 //	hang-pod=UID          status calls for that pod's sandboxes and
 //	                      containers block likewise
+//	slow-pod=UID:DURATION ContainerStatus for that pod's containers takes
+//	                      DURATION longer (a Go duration: 300ms);
+//	                      repeatable
 //	drop=DURATION         event streams end with an error DURATION after
 //	                      they open (a Go duration: 30s)
 //	events=unimplemented  GetContainerEvents answers Unimplemented
@@ -199,6 +212,19 @@ func ParseFaults(s string) (Faults, error) {
 				return bad("want hang-pod=UID")
 			}
 			f.HangPod = value
+		case "slow-pod":
+			uid, delay, ok := strings.Cut(value, ":")
+			if !ok || uid == "" {
+				return bad("want slow-pod=UID:DURATION")
+			}
+			d, err := time.ParseDuration(delay)
+			if err != nil || d <= 0 {
+				return bad("delay %q must be a positive duration", delay)
+			}
+			if f.SlowPod == nil {
+				f.SlowPod = make(map[string]time.Duration)
+			}
+			f.SlowPod[uid] = d
 		case "drop":
 			d, err := time.ParseDuration(value)
 			if err != nil || d <= 0 {
@@ -281,6 +307,9 @@ func (f Faults) String() string {
 	}
 	if f.HangPod != "" {
 		parts = append(parts, "hang-pod="+f.HangPod)
+	}
+	for _, uid := range slices.Sorted(maps.Keys(f.SlowPod)) {
+		parts = append(parts, "slow-pod="+uid+":"+f.SlowPod[uid].String())
 	}
 	if f.StreamDropEvery > 0 {
 		parts = append(parts, "drop="+f.StreamDropEvery.String())

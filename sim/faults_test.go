@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/cri"
 )
 
@@ -177,6 +178,40 @@ func TestFaultHangPod(t *testing.T) {
 	}
 }
 
+// A slow pod delays the status of its own containers only, by the delay
+// on the simulator's clock.
+func TestFaultSlowPod(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := startSim(t, Options{Pods: 2, Containers: 1, Clock: clk})
+	client := dial(t, s)
+	ctx := testContext(t)
+	ctrs, err := client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, fast := ctrs.GetContainers()[0], ctrs.GetContainers()[1]
+	setFaults(t, s, Faults{SlowPod: map[string]time.Duration{slow.GetLabels()[runtime.PodUIDLabel]: 300 * time.Millisecond}})
+
+	if _, err := client.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: fast.GetId()}); err != nil {
+		t.Fatalf("status of another pod's container: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: slow.GetId()})
+		done <- err
+	}()
+	eventually(t, "the slow call to wait", clk.HasWaiters)
+	select {
+	case err := <-done:
+		t.Fatalf("the slow pod's status answered before its delay passed: %v", err)
+	default:
+	}
+	clk.Step(300 * time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatalf("status of the slow pod's container: %v", err)
+	}
+}
+
 // Event streams end with an error every StreamDropEvery; a new one can be
 // opened, and a drop period set at run time applies to open streams.
 func TestFaultStreamDrop(t *testing.T) {
@@ -263,7 +298,7 @@ func TestFaultRestart(t *testing.T) {
 	}
 	// A change made while down is lost to event subscribers.
 	s.st.mu.Lock()
-	s.work.newPod(s.st, CauseClient, &eventBuf{})
+	s.work.newPod(s.st, 0, CauseClient, &eventBuf{})
 	s.st.mu.Unlock()
 
 	clk.Step(30 * time.Second)

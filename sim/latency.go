@@ -129,11 +129,15 @@ func (l *latencies) sample(o op, items int) time.Duration {
 // wait delays a call of o by its sampled latency, or until ctx ends. It
 // holds no lock while waiting.
 func (l *latencies) wait(ctx context.Context, o op, items int) error {
-	d := l.sample(o, items)
+	return sleep(ctx, l.clock, l.sample(o, items))
+}
+
+// sleep waits d on clk, or until ctx ends.
+func sleep(ctx context.Context, clk clock.WithTicker, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := l.clock.NewTimer(d)
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C():

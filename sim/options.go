@@ -34,6 +34,11 @@ type Options struct {
 	// Containers is the number of containers per pod, at start and in the
 	// pods that replace deleted ones.
 	Containers int
+	// Exited is the number of exited containers each initial pod starts
+	// with besides its running ones: earlier attempts of its containers
+	// that crashed and were never collected, spread over its container
+	// names, as on a node whose crash-looping pods piled them up.
+	Exited int
 	// Churn sets the rates of spontaneous changes; zero means none.
 	Churn Churn
 	// Latency is the per-operation latency model; the zero value answers at
@@ -244,6 +249,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Containers < 0 {
 		errs = append(errs, fmt.Errorf("containers %d must not be negative", o.Containers))
+	}
+	if o.Exited < 0 {
+		errs = append(errs, fmt.Errorf("exited containers %d must not be negative", o.Exited))
+	}
+	if o.Exited > 0 && o.Containers == 0 {
+		errs = append(errs, errors.New("exited containers need at least one container per pod"))
 	}
 	if err := o.Churn.validate(); err != nil {
 		errs = append(errs, err)

@@ -32,12 +32,12 @@ func TestParseChurn(t *testing.T) {
 }
 
 func TestParseFaults(t *testing.T) {
-	f, err := ParseFaults("error=container_status:0.05,error=*:0.01,error-code=internal,hang=list_containers,hang-pod=uid-1,drop=30s,events=unimplemented,oversize,malformed=nil-metadata:2,malformed=unknown-state:1,malformed=duplicate-ids:3")
+	f, err := ParseFaults("error=container_status:0.05,error=*:0.01,error-code=internal,hang=list_containers,hang-pod=uid-1,slow-pod=uid-2:300ms,drop=30s,events=unimplemented,oversize,malformed=nil-metadata:2,malformed=unknown-state:1,malformed=duplicate-ids:3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.ErrorRate[OpContainerStatus] != 0.05 || f.ErrorRate["*"] != 0.01 || f.ErrorCode != codes.Internal ||
-		!f.Hang[OpListContainers] || f.HangPod != "uid-1" || f.StreamDropEvery != 30*time.Second ||
+		!f.Hang[OpListContainers] || f.HangPod != "uid-1" || f.SlowPod["uid-2"] != 300*time.Millisecond || f.StreamDropEvery != 30*time.Second ||
 		!f.EventsUnimplemented || !f.OversizeLists || f.Malformed != (Malformed{NilMetadata: 2, UnknownState: 1, DuplicateIDs: 3}) {
 		t.Fatalf("parsed %+v", f)
 	}
@@ -52,7 +52,7 @@ func TestParseFaults(t *testing.T) {
 	if a.ErrorCode != codes.Unavailable {
 		t.Errorf("default error code %v, want Unavailable", a.ErrorCode)
 	}
-	for _, bad := range []string{"error=list_containers", "error=nope:0.1", "error=list_containers:2", "hang=nope", "drop=0s", "events=on", "oversize=1", "malformed=bad:1", "malformed=nil-metadata:-1", "frobnicate", "error-code=teapot"} {
+	for _, bad := range []string{"error=list_containers", "error=nope:0.1", "error=list_containers:2", "hang=nope", "slow-pod=uid", "slow-pod=uid:0s", "slow-pod=:1s", "drop=0s", "events=on", "oversize=1", "malformed=bad:1", "malformed=nil-metadata:-1", "frobnicate", "error-code=teapot"} {
 		if _, err := ParseFaults(bad); err == nil {
 			t.Errorf("ParseFaults(%q) succeeded", bad)
 		}

@@ -367,6 +367,11 @@ func (r *runtimeServer) ContainerStatus(ctx context.Context, req *runtimeapi.Con
 	if f.HangPod != "" && uid == f.HangPod {
 		return nil, hang(ctx)
 	}
+	if uid != "" {
+		if err := sleep(ctx, r.s.clock, f.SlowPod[uid]); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.s.finish(ctx, f, opContainerStatus, 0); err != nil {
 		return nil, err
 	}

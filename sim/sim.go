@@ -72,7 +72,8 @@ type Sim struct {
 }
 
 // New builds a simulator with its initial pods running: Options.Pods pods
-// of Options.Containers running containers each, with IDs and UIDs derived
+// of Options.Containers running containers each (after Options.Exited
+// exited ones), with IDs and UIDs derived
 // from the seed. It serves nothing until Start, but Step works at once.
 // Call Stop to release it, started or not.
 func New(opts Options) (*Sim, error) {
@@ -94,7 +95,7 @@ func New(opts Options) (*Sim, error) {
 	s.faults.Store(compileFaults(opts.Faults))
 	s.st.mu.Lock()
 	for range opts.Pods {
-		s.work.newPod(s.st, CauseInitial, nil)
+		s.work.newPod(s.st, opts.Exited, CauseInitial, nil)
 	}
 	s.st.mu.Unlock()
 	s.queue.Store(newQueue(opts.Events, opts.Clock, &s.events))

@@ -50,6 +50,7 @@ type workload struct {
 	mu         sync.Mutex // serializes ticks
 	churn      Churn
 	containers int
+	exited     int
 	gc         bool
 	rng        *rand.Rand
 	pending    []action
@@ -63,6 +64,7 @@ func newWorkload(opts Options) *workload {
 	return &workload{
 		churn:      opts.Churn,
 		containers: opts.Containers,
+		exited:     opts.Exited,
 		gc:         opts.GC,
 		rng:        rand.New(rand.NewPCG(opts.Seed, 0x636875726e)),
 		gcMarked:   make(map[*sandbox]bool),
@@ -154,8 +156,9 @@ func containerConfig(sb *sandbox, name string, attempt uint32) *runtimeapi.Conta
 	}
 }
 
-// newPod runs a workload pod with its containers started.
-func (w *workload) newPod(st *store, cause Cause, out *eventBuf) {
+// newPod runs a workload pod with its containers started, after exited
+// earlier attempts of them.
+func (w *workload) newPod(st *store, exited int, cause Cause, out *eventBuf) {
 	n := w.podN
 	w.podN++
 	sb, err := st.runSandbox(podConfig(st.newUID(), n), "", cause, out)
@@ -163,7 +166,19 @@ func (w *workload) newPod(st *store, cause Cause, out *eventBuf) {
 		return // the UID is new, so the name is free
 	}
 	for j := range w.containers {
-		c, err := st.createContainer(sb, containerConfig(sb, "c"+strconv.Itoa(j), 0), cause, out)
+		name := "c" + strconv.Itoa(j)
+		// Container j gets its share of the exited attempts, the first
+		// ones one more when they do not divide evenly.
+		attempts := exited / w.containers
+		if j < exited%w.containers {
+			attempts++
+		}
+		for a := range attempts {
+			if c, err := st.createContainer(sb, containerConfig(sb, name, uint32(a)), cause, out); err == nil && st.startContainer(c, cause, out) == nil {
+				st.exitContainer(c, crashCode(w.rng), cause, out)
+			}
+		}
+		c, err := st.createContainer(sb, containerConfig(sb, name, uint32(attempts)), cause, out)
 		if err == nil {
 			_ = st.startContainer(c, cause, out)
 		}
@@ -285,7 +300,7 @@ func (w *workload) runDue(st *store, t uint64, out *eventBuf) {
 			if !a.sb.removed {
 				st.removeSandbox(a.sb, CauseReplace, out)
 			}
-			w.newPod(st, CauseReplace, out)
+			w.newPod(st, 0, CauseReplace, out)
 		}
 	}
 }

@@ -197,3 +197,45 @@ func TestChurnTicker(t *testing.T) {
 		eventually(t, "a tick", func() bool { return s.Stats().Ticks == uint64(i+1) })
 	}
 }
+
+// Exited containers at start are earlier attempts of each pod's
+// containers, spread over their names, with the running attempt last.
+func TestInitialExitedContainers(t *testing.T) {
+	s := startSim(t, Options{Pods: 2, Containers: 2, Exited: 3})
+	client := dial(t, s)
+	resp, err := client.ListContainers(testContext(t), &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ pod, name string }
+	attempts := make(map[key][]uint32)
+	exited, running := 0, 0
+	for _, c := range resp.GetContainers() {
+		k := key{c.GetPodSandboxId(), c.GetMetadata().GetName()}
+		attempts[k] = append(attempts[k], c.GetMetadata().GetAttempt())
+		switch c.GetState() {
+		case runtimeapi.ContainerState_CONTAINER_EXITED:
+			exited++
+		case runtimeapi.ContainerState_CONTAINER_RUNNING:
+			running++
+			// The running attempt follows every exited one.
+			if got, want := c.GetMetadata().GetAttempt(), c.GetAnnotations()["io.kubernetes.container.restartCount"]; strconv.Itoa(int(got)) != want {
+				t.Errorf("attempt %d with restart count %s", got, want)
+			}
+		}
+	}
+	if exited != 6 || running != 4 {
+		t.Fatalf("%d exited and %d running containers, want 6 and 4", exited, running)
+	}
+	for k, a := range attempts {
+		slices.Sort(a)
+		// c0 gets two exited attempts, c1 one: 3 over 2 names.
+		want := map[string][]uint32{"c0": {0, 1, 2}, "c1": {0, 1}}[k.name]
+		if !slices.Equal(a, want) {
+			t.Errorf("%s in %s: attempts %v, want %v", k.name, k.pod, a, want)
+		}
+	}
+	if _, err := New(Options{Exited: 1}); err == nil {
+		t.Error("exited containers without containers per pod were accepted")
+	}
+}

@@ -18,6 +18,7 @@ import (
 // simFlags configure an embedded or served simulated runtime.
 type simFlags struct {
 	pods, containers int
+	exited           int
 	churn            string
 	latency          string
 	seed             uint64
@@ -30,6 +31,7 @@ type simFlags struct {
 func (s *simFlags) register(f *pflag.FlagSet, prefix string) {
 	f.IntVar(&s.pods, prefix+"pods", 20, "simulated pods")
 	f.IntVar(&s.containers, prefix+"containers", 3, "containers per simulated pod")
+	f.IntVar(&s.exited, prefix+"exited", 0, "exited containers each simulated pod starts with, as if never collected")
 	f.StringVar(&s.churn, prefix+"churn", "crash=0.5,exit=0.2,pods=0.1,short=0.5", "churn rates per second: crash=, exit=, pods=, short= (\"\" for none)")
 	f.StringVar(&s.latency, prefix+"latency", "seed-node", "latency preset: zero or seed-node")
 	f.Uint64Var(&s.seed, prefix+"seed", 1, "seed of the workload: one seed, one history")
@@ -47,6 +49,9 @@ func (s *simFlags) options(socket string) (sim.Options, error) {
 	if s.containers < 0 {
 		errs = append(errs, fmt.Errorf("containers %d: must be 0 or more", s.containers))
 	}
+	if s.exited < 0 {
+		errs = append(errs, fmt.Errorf("exited %d: must be 0 or more", s.exited))
+	}
 	churn, err := sim.ParseChurn(s.churn)
 	errs = append(errs, err)
 	latency, err := sim.LatencyPreset(s.latency)
@@ -56,7 +61,7 @@ func (s *simFlags) options(socket string) (sim.Options, error) {
 	faults, err := sim.ParseFaults(s.faults)
 	errs = append(errs, err)
 	return sim.Options{
-		Socket: socket, Pods: s.pods, Containers: s.containers, Churn: churn, Latency: latency,
+		Socket: socket, Pods: s.pods, Containers: s.containers, Exited: s.exited, Churn: churn, Latency: latency,
 		Seed: s.seed, Events: events, Faults: faults, GC: s.gc,
 	}, errors.Join(errs...)
 }
