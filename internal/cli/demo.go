@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/cobra"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/internal/daemon"
+	"github.com/plegkit/pleg/metrics"
 )
 
 func newDemoCommand(g *global) *cobra.Command {
@@ -187,34 +186,13 @@ func relistQuantiles(g prometheus.Gatherer) (count uint64, p50, p99 time.Duratio
 			continue
 		}
 		h := f.GetMetric()[0].GetHistogram()
-		return h.GetSampleCount(), bucketQuantile(0.5, h), bucketQuantile(0.99, h)
+		return h.GetSampleCount(), seconds(metrics.HistogramQuantile(h, 0.5)), seconds(metrics.HistogramQuantile(h, 0.99))
 	}
 	return 0, 0, 0
 }
 
-func bucketQuantile(q float64, h *dto.Histogram) time.Duration {
-	total := float64(h.GetSampleCount())
-	if total == 0 {
-		return 0
-	}
-	rank := q * total
-	lower, below := 0.0, 0.0
-	for _, b := range h.GetBucket() {
-		upper, n := b.GetUpperBound(), float64(b.GetCumulativeCount())
-		if n >= rank {
-			if math.IsInf(upper, 1) {
-				return time.Duration(lower * float64(time.Second))
-			}
-			frac := 0.0
-			if n > below {
-				frac = (rank - below) / (n - below)
-			}
-			return time.Duration((lower + (upper-lower)*frac) * float64(time.Second))
-		}
-		lower, below = upper, n
-	}
-	return time.Duration(lower * float64(time.Second))
-}
+// seconds turns a metric's seconds into a duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // summaryView prints frames, redrawing in place on a terminal.
 type summaryView struct {

@@ -203,7 +203,7 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSand
 	defer cancel()
 	if !r.opts.DisableStreaming && !r.noSandboxStream.Load() {
 		stream, err := r.client.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{Filter: filter}, r.listOpts...)
-		items, err := drain(stream, err, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes)
+		items, err := DrainList(stream, err, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes)
 		if !r.unimplemented(err, &r.noSandboxStream, "StreamPodSandboxes") {
 			return items, err
 		}
@@ -218,7 +218,7 @@ func (r *Runtime) ListContainers(ctx context.Context, filter *runtimeapi.Contain
 	defer cancel()
 	if !r.opts.DisableStreaming && !r.noContainerStream.Load() {
 		stream, err := r.client.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: filter}, r.listOpts...)
-		items, err := drain(stream, err, (*runtimeapi.StreamContainersResponse).GetContainers)
+		items, err := DrainList(stream, err, (*runtimeapi.StreamContainersResponse).GetContainers)
 		if !r.unimplemented(err, &r.noContainerStream, "StreamContainers") {
 			return items, err
 		}
@@ -253,8 +253,10 @@ func (r *Runtime) unimplemented(err error, flag *atomic.Bool, rpc string) bool {
 	return true
 }
 
-// drain reads a streamed list to its end.
-func drain[M, T any](stream grpc.ServerStreamingClient[M], err error, items func(*M) []T) ([]T, error) {
+// DrainList reads a streamed list (StreamPodSandboxes, StreamContainers)
+// to its end, gathering the items of every message; err is the error of
+// opening the stream, returned as it is.
+func DrainList[M, T any](stream grpc.ServerStreamingClient[M], err error, items func(*M) []T) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
