@@ -184,6 +184,10 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("containerdtest: %w", err)
 	}
+	if err := writeNetworkConfig(filepath.Join(dir, "cni", "net.d")); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("containerdtest: %w", err)
+	}
 	in.conn, err = grpc.NewClient(in.Endpoint,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -259,7 +263,9 @@ disabled_plugins = [
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = %[6]s
           Root = %[7]s
-    # No CNI: pods use the host network. Keep CNI lookups inside dir.
+    # Pods use the host network, so no CNI plugin ever runs; a network
+    # configuration is there all the same, as on a node, so that the
+    # runtime reports NetworkReady. CNI lookups stay inside dir.
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = [%[8]s]
       conf_dir = %[9]s
@@ -281,6 +287,19 @@ disabled_plugins = [
 		q(SandboxImage), q(runc), q(filepath.Join(dir, "runc")),
 		q(filepath.Join(dir, "cni", "bin")), q(filepath.Join(dir, "cni", "net.d")), q(filepath.Join(dir, "opt")),
 		runtime.GOARCH)
+}
+
+// networkConfig is a CNI network of the loopback plugin alone. It is
+// never used, the test pods being on the host network, but its presence
+// makes containerd report the pod network ready, as on a configured node.
+const networkConfig = `{"cniVersion": "1.0.0", "name": "pleg-test", "plugins": [{"type": "loopback"}]}
+`
+
+func writeNetworkConfig(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "10-pleg-test.conflist"), []byte(networkConfig), 0o644)
 }
 
 // start starts containerd and waits until it is ready.
