@@ -1,0 +1,168 @@
+// Package doctor diagnoses why a node's pod lifecycle event generator is,
+// or may become, unhealthy: the diagnosis an operator does by hand when a
+// node goes NotReady with "PLEG is not healthy", in one call.
+//
+// It asks the CRI runtime what a kubelet's relist asks, times every call,
+// counts what the runtime holds, projects the relist against the kubelet's
+// period and health threshold, and turns what it saw into ranked findings,
+// each with its evidence and an action. It never changes the runtime: it
+// calls Version, Status, the list and status RPCs and opens the event
+// stream, nothing else. It keeps to a time budget, so that a hung runtime
+// is diagnosed rather than waited for.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/plegkit/pleg"
+)
+
+// Defaults of Options.
+const (
+	DefaultBudget      = 60 * time.Second
+	DefaultCallTimeout = 10 * time.Second
+	DefaultListSamples = 5
+	DefaultConcurrency = 1
+	// DefaultRuntimeRequestTimeout is the kubelet's
+	// --runtime-request-timeout: what a hung call costs its relist.
+	DefaultRuntimeRequestTimeout = 2 * time.Minute
+)
+
+// KubeletMaxMessageBytes is the largest CRI message the kubelet's client
+// accepts; it cannot be configured.
+const KubeletMaxMessageBytes = 16 << 20
+
+// AlertThreshold is where the stock KubeletPlegDurationHigh alert fires:
+// p99 of the relist duration at or above 10 s for 5 minutes.
+const AlertThreshold = 10 * time.Second
+
+// Options configure a diagnosis. The zero value is the default diagnosis.
+type Options struct {
+	// Endpoint is the runtime's endpoint, for the report.
+	Endpoint string
+	// Budget bounds the whole diagnosis; default 60 s. Pods left when it
+	// runs out are not inspected and the projections are extrapolated
+	// from those that were.
+	Budget time.Duration
+	// CallTimeout bounds each call; a call without an answer by then is
+	// reported hung. Default 10 s, and at most a quarter of the budget, so
+	// that a hang is seen within it.
+	CallTimeout time.Duration
+	// Sample inspects that many pods, spread over the node, instead of
+	// all; 0 inspects all.
+	Sample int
+	// Concurrency is how many pods are inspected at once; default 1, the
+	// kubelet's way, which times each call as the kubelet sees it. More
+	// goes faster on a big node but loads the runtime and inflates what
+	// is measured.
+	Concurrency int
+	// ListSamples is how many times each whole-node list is timed;
+	// default 5.
+	ListSamples int
+
+	// RelistPeriod and RelistThreshold are the kubelet's relist period
+	// and health threshold the projection is held against; default 1 s
+	// and 3 m.
+	RelistPeriod    time.Duration
+	RelistThreshold time.Duration
+	// RuntimeRequestTimeout is the kubelet's deadline per runtime call;
+	// default 2 m.
+	RuntimeRequestTimeout time.Duration
+	// PlegConcurrency and PlegInspectTimeout are pleg's inspection
+	// concurrency and per-pod deadline, for its projection; default
+	// pleg's defaults.
+	PlegConcurrency    int
+	PlegInspectTimeout time.Duration
+
+	// Server is the base URL of a running pleg daemon to read, or empty.
+	Server string
+	// HTTPClient reads the daemon; default a client with a 5 s timeout.
+	HTTPClient *http.Client
+
+	// Clock times calls; default the real clock.
+	Clock clock.PassiveClock
+}
+
+func (o Options) withDefaults() (Options, error) {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.Budget, DefaultBudget)
+	def(&o.CallTimeout, DefaultCallTimeout)
+	def(&o.RelistPeriod, pleg.DefaultRelistPeriod)
+	def(&o.RelistThreshold, pleg.DefaultRelistThreshold)
+	def(&o.RuntimeRequestTimeout, DefaultRuntimeRequestTimeout)
+	def(&o.PlegInspectTimeout, pleg.DefaultInspectTimeout)
+	o.CallTimeout = min(o.CallTimeout, o.Budget/4)
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.ListSamples == 0 {
+		o.ListSamples = DefaultListSamples
+	}
+	if o.PlegConcurrency == 0 {
+		o.PlegConcurrency = pleg.DefaultInspectConcurrency
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 5 * time.Second}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"budget", o.Budget}, {"call timeout", o.CallTimeout}, {"relist period", o.RelistPeriod}, {"relist threshold", o.RelistThreshold}, {"runtime request timeout", o.RuntimeRequestTimeout}, {"pleg inspect timeout", o.PlegInspectTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("doctor: %s %v must be positive", d.name, d.v))
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"sample", o.Sample}, {"concurrency", o.Concurrency}, {"list samples", o.ListSamples}, {"pleg concurrency", o.PlegConcurrency}} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("doctor: %s %d must not be negative", n.name, n.v))
+		}
+	}
+	return o, errors.Join(errs...)
+}
+
+// Diagnose diagnoses the runtime behind client within opts.Budget and
+// returns the report. A runtime that does not answer is a diagnosis, not
+// an error: the error is for invalid options only. Cancelling ctx ends the
+// diagnosis early with what was gathered.
+func Diagnose(ctx context.Context, client runtimeapi.RuntimeServiceClient, opts Options) (*Report, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := newDiagnosis(client, opts)
+	ctx, cancel := context.WithDeadline(ctx, d.deadline)
+	defer cancel()
+
+	daemon := make(chan *Daemon, 1)
+	if opts.Server != "" {
+		// Read at once and apart: the daemon's answer does not depend on
+		// ours, and it must not eat the inspection's budget.
+		go func() { daemon <- readDaemon(ctx, opts.HTTPClient, opts.Server, opts.Clock) }()
+	} else {
+		daemon <- nil
+	}
+
+	d.run(ctx)
+	d.rep.Daemon = <-daemon
+	d.rep.DurationSeconds = seconds(d.clock.Since(d.started))
+	assess(d.rep)
+	return d.rep, nil
+}

@@ -1,0 +1,111 @@
+package doctor
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/plegkit/pleg/sim"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// steppingClock advances a millisecond each time it is read, so that every
+// call a serial diagnosis times takes exactly one: the report of a seeded
+// simulator is then the same on every run and every machine.
+type steppingClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *steppingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond)
+	return c.now
+}
+
+func (c *steppingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// goldenReport diagnoses a seeded simulator with a hung pod, exited
+// containers and no event stream.
+func goldenReport(t *testing.T) *Report {
+	t.Helper()
+	s, client := startSim(t, sim.Options{Pods: 4, Containers: 2, Exited: 3, Seed: 42})
+	if err := s.SetFaults(sim.Faults{HangPod: podUIDs(t, client)[1], EventsUnimplemented: true}); err != nil {
+		t.Fatal(err)
+	}
+	return diagnose(t, client, Options{
+		Endpoint: "unix:///run/pleg-sim.sock",
+		Budget:   4 * time.Second,
+		Clock:    &steppingClock{now: time.Date(2026, 11, 21, 3, 0, 0, 0, time.UTC)},
+	})
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test ./doctor -run %s -update to accept):\n%s", name, t.Name(), got)
+	}
+}
+
+func TestGoldenReports(t *testing.T) {
+	r := goldenReport(t)
+	var text, js bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.txt", text.Bytes())
+	golden(t, "report.json", js.Bytes())
+}
+
+// The page stands alone: no script, nothing fetched, and what the runtime
+// says is escaped.
+func TestHTMLIsSelfContained(t *testing.T) {
+	r := goldenReport(t)
+	// A hostile runtime names a pod with markup.
+	r.Inspection.SlowestPods[0].Pod.Name = `<script>alert("pod")</script>`
+	r.Findings[0].Title = `<img src=x onerror=alert(1)>`
+	var page bytes.Buffer
+	if err := r.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	html := page.String()
+	for _, banned := range []string{"<script", "<img", "<link", "<iframe", "@import", "url(", "https://"} {
+		if strings.Contains(html, banned) {
+			t.Errorf("the page contains %q", banned)
+		}
+	}
+	if attr := regexp.MustCompile(`<[^>]*\s(src|href)=`).FindString(html); attr != "" {
+		t.Errorf("the page refers to something else: %s", attr)
+	}
+	for _, want := range []string{"<svg", "Relist projection", "Latency per operation", "Slowest pods", "UNHEALTHY", "&lt;script&gt;", "&lt;img src=x"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	// Only the SVG namespace may name a URL.
+	if n := strings.Count(html, "http://"); n != strings.Count(html, `xmlns="http://www.w3.org/2000/svg"`) {
+		t.Errorf("the page names %d URLs beside the SVG namespace", n)
+	}
+}
