@@ -43,6 +43,10 @@ func TestInvalidFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"demo", "--duration=-1s"}, "--duration -1s"},
 		{[]string{"pods", "--timeout=-1s"}, "--timeout -1s: must be positive"},
 		{[]string{"pods", "--relist-period=zero"}, `invalid argument "zero"`},
+		{[]string{"doctor", "--budget=0s"}, "--budget 0s: must be positive"},
+		{[]string{"doctor", "-o", "yaml"}, `--output "yaml": want text, json`},
+		{[]string{"doctor", "--concurrency=0"}, "--concurrency 0: must be at least 1"},
+		{[]string{"doctor", "--sample=-1"}, "--sample -1: must be 0 (every pod) or more"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := tc.args

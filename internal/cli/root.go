@@ -73,6 +73,7 @@ events, keeps a pod status cache and reports its health.`,
 		newWatchCommand(g),
 		newPodsCommand(g),
 		newDemoCommand(g),
+		newDoctorCommand(g),
 		newSimCommand(g),
 		newVersionCommand(g),
 	)
@@ -82,12 +83,26 @@ events, keeps a pod status cache and reports its health.`,
 // Execute runs the pleg command with the process's arguments and returns
 // the exit code.
 func Execute() int {
-	cmd := NewCommand(os.Stdout, os.Stderr)
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "pleg:", err)
-		return 1
+	return execute(NewCommand(os.Stdout, os.Stderr), os.Stderr)
+}
+
+// execute runs cmd and returns the exit code: a command's own exit status,
+// or 1 for an error, which is printed; doctor's errors are 2, as its exit
+// status says.
+func execute(cmd *cobra.Command, stderr io.Writer) int {
+	c, err := cmd.ExecuteC()
+	if err == nil {
+		return 0
 	}
-	return 0
+	var status exitStatus
+	if errors.As(err, &status) {
+		return int(status)
+	}
+	fmt.Fprintln(stderr, "pleg:", err)
+	if c != nil && c.Name() == "doctor" {
+		return doctorFailed
+	}
+	return 1
 }
 
 // prepare applies the config file and the environment to the flags the

@@ -22,14 +22,14 @@ import (
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
 
-func startDaemon(t *testing.T, rt *fakeruntime.Runtime, listen string) (*Daemon, *http.Client, string, func() error) {
+// runDaemon runs a daemon with cfg, quiet unless cfg says otherwise,
+// until the test ends or stop is called.
+func runDaemon(t *testing.T, cfg Config) (d *Daemon, stop func() error) {
 	t.Helper()
-	d, err := New(Config{
-		Runtime:   rt,
-		Generator: pleg.Options{RelistPeriod: 20 * time.Millisecond},
-		Listen:    listen,
-		Logger:    slog.New(slog.DiscardHandler),
-	})
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func startDaemon(t *testing.T, rt *fakeruntime.Runtime, listen string) (*Daemon,
 		once    sync.Once
 		stopErr error
 	)
-	stop := func() error {
+	stop = func() error {
 		once.Do(func() {
 			cancel()
 			select {
@@ -52,7 +52,16 @@ func startDaemon(t *testing.T, rt *fakeruntime.Runtime, listen string) (*Daemon,
 		return stopErr
 	}
 	t.Cleanup(func() { _ = stop() })
+	return d, stop
+}
 
+func startDaemon(t *testing.T, rt *fakeruntime.Runtime, listen string) (*Daemon, *http.Client, string, func() error) {
+	t.Helper()
+	d, stop := runDaemon(t, Config{
+		Runtime:   rt,
+		Generator: pleg.Options{RelistPeriod: 20 * time.Millisecond},
+		Listen:    listen,
+	})
 	client, base := http.DefaultClient, "http://"+d.Addr()
 	if path, ok := strings.CutPrefix(d.Addr(), "unix://"); ok {
 		client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

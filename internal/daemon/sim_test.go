@@ -1,11 +1,8 @@
 package daemon
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -13,6 +10,7 @@ import (
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/runtime/cri"
 	"github.com/plegkit/pleg/sim"
+	"github.com/plegkit/pleg/sim/simtest"
 )
 
 // TestHealthzFollowsAHungRuntime runs the daemon over the simulator, makes
@@ -20,44 +18,20 @@ import (
 // the kubelet's message once the threshold passes, then 200 again once
 // the runtime answers.
 func TestHealthzFollowsAHungRuntime(t *testing.T) {
-	dir, err := os.MkdirTemp("", "pleg-daemon-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
 	latency, _ := sim.LatencyPreset("zero")
-	s, err := sim.New(sim.Options{Socket: filepath.Join(dir, "cri.sock"), Pods: 3, Containers: 2, Latency: latency, Seed: 1,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := simtest.Start(t, sim.Options{Pods: 3, Containers: 2, Latency: latency, Seed: 1})
 	// Each runtime call gives up after a second, as --timeout 1s would.
 	rt, err := cri.New(cri.Options{Endpoint: s.Endpoint(), RequestTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	t.Cleanup(func() { rt.Close() })
 
-	d, err := New(Config{
+	d, _ := runDaemon(t, Config{
 		Runtime:   rt,
 		Generator: pleg.Options{RelistPeriod: 100 * time.Millisecond, RelistThreshold: 2 * time.Second},
 		Listen:    "127.0.0.1:0",
-		Logger:    slog.New(slog.DiscardHandler),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
 	healthz := "http://" + d.Addr() + "/healthz"
 	status := func() (int, string) { return get(t, http.DefaultClient, healthz) }
 

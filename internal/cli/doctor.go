@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/plegkit/pleg/doctor"
+)
+
+// exitStatus is an error that only sets the exit status: the command has
+// already said what it had to.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// doctorFailed is the exit status of a diagnosis that could not run: as
+// bad as an unhealthy verdict, since nothing says the node is fine.
+const doctorFailed = 2
+
+func newDoctorCommand(g *global) *cobra.Command {
+	var (
+		budget      time.Duration
+		sample      int
+		concurrency int
+		server      string
+		output      string
+		htmlFile    string
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: `Diagnose why a node's PLEG is, or may become, "not healthy"`,
+		Long: `Doctor diagnoses a node whose kubelet reports "PLEG is not healthy", or
+might: it asks the CRI runtime what the kubelet's relist asks, times every
+call, counts pods and containers, projects the relist against the kubelet's
+period and threshold (--relist-period 1s, --relist-threshold 3m; pleg's own
+projection inspects --inspect-concurrency pods at once), and prints a
+verdict with ranked findings, each with its evidence and an action. It only
+reads: Version, Status, the list and status calls and the event stream; it
+changes nothing.
+
+It keeps to --budget: pods it has no time for are left out and the
+projections extrapolated from those it inspected; a call without an answer
+within --timeout (default 10s, at most a quarter of the budget) is reported
+hung. Pods are inspected one at a time as the kubelet does, so that each
+call is timed alone; --concurrency goes faster on a big node.
+
+Exit status:
+  0  healthy: nothing found that would make the PLEG unhealthy
+  1  at risk: healthy now, but something found would make it unhealthy
+     under load or after a restart, or delays its events
+  2  unhealthy, the runtime does not answer, or the diagnosis could not run`,
+		Example: `  # Diagnose the node's containerd
+  pleg doctor
+
+  # CRI-O, a report to share, and a running pleg daemon's own figures
+  pleg doctor -r unix:///var/run/crio/crio.sock --html /tmp/pleg-doctor.html --server http://127.0.0.1:9847
+
+  # A large node: 200 pods spread over the node, 4 at a time, within 2 minutes
+  pleg doctor --sample 200 --concurrency 4 --budget 2m -o json`,
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			var errs []error
+			errs = append(errs, oneOf("output", output, "text", "json"))
+			if budget <= 0 {
+				errs = append(errs, fmt.Errorf("--budget %v: must be positive", budget))
+			}
+			if sample < 0 {
+				errs = append(errs, fmt.Errorf("--sample %d: must be 0 (every pod) or more", sample))
+			}
+			if concurrency < 1 {
+				errs = append(errs, fmt.Errorf("--concurrency %d: must be at least 1", concurrency))
+			}
+			return errors.Join(errs...)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			rt, err := g.runtime(doctor.DefaultCallTimeout)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			report, err := doctor.Diagnose(ctx, rt.Client(), doctor.Options{
+				Endpoint:        g.endpoint,
+				Budget:          budget,
+				CallTimeout:     g.timeout,
+				Sample:          sample,
+				Concurrency:     concurrency,
+				RelistPeriod:    g.relistPeriod,
+				RelistThreshold: g.relistThreshold,
+				PlegConcurrency: g.inspectConcurrency,
+				Server:          server,
+			})
+			if err != nil {
+				return err
+			}
+			if htmlFile != "" {
+				if err := writeFile(htmlFile, report.WriteHTML); err != nil {
+					return fmt.Errorf("--html: %w", err)
+				}
+			}
+			if output == "json" {
+				err = report.WriteJSON(g.stdout)
+			} else {
+				err = report.WriteText(g.stdout)
+			}
+			if err != nil {
+				return err
+			}
+			if code := report.Verdict.ExitCode(); code != 0 {
+				return exitStatus(code)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&budget, "budget", doctor.DefaultBudget, "time the whole diagnosis may take")
+	f.IntVar(&sample, "sample", 0, "inspect this many pods, spread over the node (0: every pod)")
+	f.IntVar(&concurrency, "concurrency", doctor.DefaultConcurrency, "pods inspected at once (1: as the kubelet, each call timed alone)")
+	f.StringVar(&server, "server", "", "URL of a running pleg daemon to read its relist figures from, e.g. http://127.0.0.1:9847")
+	f.StringVarP(&output, "output", "o", "text", "text or json")
+	f.StringVar(&htmlFile, "html", "", "also write the report as a self-contained HTML page to this file")
+	return cmd
+}
+
+// writeFile writes a file through write, removing it if that fails.
+func writeFile(path string, write func(w io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}

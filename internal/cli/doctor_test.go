@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/sim"
+	"github.com/plegkit/pleg/sim/simtest"
+)
+
+// execArgs runs the pleg command as main does and returns its exit code
+// and output.
+func execArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := NewCommand(&out, &errOut)
+	cmd.SetArgs(args)
+	return execute(cmd, &errOut), out.String(), errOut.String()
+}
+
+// The exit status is the verdict's, as pleg doctor --help documents.
+func TestDoctorExitStatus(t *testing.T) {
+	healthy := simtest.Start(t, sim.Options{Pods: 3, Containers: 2})
+	code, out, errOut := execArgs(t, "doctor", "-r", healthy.Endpoint(), "--budget", "20s")
+	if code != 0 || !strings.Contains(out, "Verdict: HEALTHY") || errOut != "" {
+		t.Errorf("healthy runtime: exit %d\n%s%s", code, out, errOut)
+	}
+
+	piled := simtest.Start(t, sim.Options{Pods: 20, Containers: 1, Exited: 60})
+	code, out, _ = execArgs(t, "doctor", "-r", piled.Endpoint(), "--sample", "2", "-o", "json")
+	var r doctor.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if code != 1 || r.Verdict != doctor.AtRisk || r.Findings[0].ID != "dead-containers" {
+		t.Errorf("1,200 exited containers: exit %d, verdict %s, findings %+v", code, r.Verdict, r.Findings)
+	}
+
+	page := filepath.Join(t.TempDir(), "report.html")
+	nowhere := "unix://" + t.TempDir() + "/none.sock"
+	code, out, _ = execArgs(t, "doctor", "-r", nowhere, "--html", page)
+	if code != 2 || !strings.Contains(out, "Verdict: UNHEALTHY") || !strings.Contains(out, "The container runtime does not answer") {
+		t.Errorf("unreachable runtime: exit %d\n%s", code, out)
+	}
+	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "The container runtime does not answer") {
+		t.Errorf("--html: %v", err)
+	}
+
+	// A diagnosis that cannot run is no better than an unhealthy one; other
+	// commands keep exit status 1 for errors.
+	if code, _, errOut := execArgs(t, "doctor", "--budget", "-1s", "-r", nowhere); code != 2 || !strings.Contains(errOut, "--budget") {
+		t.Errorf("bad flag: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := execArgs(t, "doctor", "--html", filepath.Join(t.TempDir(), "no", "dir", "x.html"), "-r", nowhere); code != 2 || !strings.Contains(errOut, "--html") {
+		t.Errorf("unwritable --html: exit %d, %q", code, errOut)
+	}
+	if code, _, _ := execArgs(t, "pods", "--relist-period", "0s", "-r", nowhere); code != 1 {
+		t.Errorf("pods with a bad flag: exit %d, want 1", code)
+	}
+
+	_, help, _ := execArgs(t, "doctor", "--help")
+	for _, want := range []string{"Exit status:", "0  healthy", "1  at risk", "2  unhealthy"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
