@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -112,6 +113,7 @@ func TestPrometheusRules(t *testing.T) {
 		t.Fatalf("prometheus-rules.yaml: %v", err)
 	}
 	known := exportedMetrics(t)
+	runbooks := readmeSections(t)
 	recorded := map[string]bool{}
 	alerts := map[string]string{}
 	name := regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
@@ -127,6 +129,9 @@ func TestPrometheusRules(t *testing.T) {
 				alerts[rule.Alert] = rule.Expr
 				if rule.For == "" || rule.Labels["severity"] == "" || rule.Annotations["summary"] == "" {
 					t.Errorf("alert %s: want for, a severity label and a summary", rule.Alert)
+				}
+				if url := rule.Annotations["runbook_url"]; !runbooks[url] {
+					t.Errorf("alert %s: runbook_url %q is no section of the README", rule.Alert, url)
 				}
 			}
 			for _, series := range name.FindAllString(rule.Expr, -1) {
@@ -155,6 +160,29 @@ func TestPrometheusRules(t *testing.T) {
 	if !strings.Contains(alerts["PlegNotHealthy"], "time() - kubelet_pleg_last_seen_seconds") {
 		t.Errorf("PlegNotHealthy = %q: want the staleness of kubelet_pleg_last_seen_seconds", alerts["PlegNotHealthy"])
 	}
+}
+
+// readmeSections are the URLs of the README's sections, as GitHub anchors
+// them.
+func readmeSections(t *testing.T) map[string]bool {
+	urls := map[string]bool{}
+	for line := range strings.Lines(string(read(t, "../README.md"))) {
+		heading, ok := strings.CutPrefix(line, "## ")
+		if !ok {
+			continue
+		}
+		anchor := strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '-'
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				return unicode.ToLower(r)
+			}
+			return -1
+		}, strings.TrimSpace(heading))
+		urls["https://github.com/plegkit/pleg#"+anchor] = true
+	}
+	return urls
 }
 
 // exportedMetrics are the names of the daemon's PLEG and runtime metrics.
