@@ -36,6 +36,9 @@ func TestSlowPodIsNamedFirst(t *testing.T) {
 	if r.Verdict != AtRisk {
 		t.Errorf("verdict %s, want %s", r.Verdict, AtRisk)
 	}
+	if in := r.Inspection; in.SlowestOperation != opContainerStatus || in.SlowestOperationShare < 0.5 {
+		t.Errorf("slowest operation %s with %.2f of the time", in.SlowestOperation, in.SlowestOperationShare)
+	}
 	if got := r.Inspection.SlowestPods[0]; got.Pod.UID != slow || got.SlowestOperation != opContainerStatus || got.SlowestSeconds < 0.3 {
 		t.Errorf("slowest pod %+v", got)
 	}

@@ -19,6 +19,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return 100 * float64(part) / float64(whole)
 	},
+	"percentOf":   func(share float64) float64 { return 100 * share },
 	"short":       short,
 	"slowestCall": slowestCall,
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },

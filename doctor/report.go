@@ -218,6 +218,11 @@ type Inspection struct {
 	CallTimeoutSeconds float64 `json:"callTimeoutSeconds"`
 	// StoppedEarly says why not every planned pod was inspected.
 	StoppedEarly string `json:"stoppedEarly,omitempty"`
+	// SlowestOperation is the inspection's operation with the highest
+	// p99, and SlowestOperationShare the part of the inspection's time
+	// its calls took, 0 to 1.
+	SlowestOperation      string  `json:"slowestOperation,omitempty"`
+	SlowestOperationShare float64 `json:"slowestOperationShare,omitempty"`
 	// SlowestPods are ranked by the time the kubelet's inspection of them
 	// takes: both per-pod lists and every status call.
 	SlowestPods       []PodTiming       `json:"slowestPods"`

@@ -24,6 +24,7 @@ func (d *diagnosis) summarize() {
 	if r.Workload.MostExited == nil {
 		r.Workload.MostExited = []PodCount{}
 	}
+	r.Inspection.SlowestOperation, r.Inspection.SlowestOperationShare = slowestOperation(r.Operations, r.pods)
 	r.Inspection.SlowestPods = slowestPods(r.pods)
 	r.Inspection.SlowestContainers = slowestContainers(r.pods, d.opts.CallTimeout)
 	r.Projection = d.project()
@@ -48,6 +49,36 @@ func summarizeOperation(op string, calls []call) Operation {
 	o.P99Seconds = seconds(quantile(took, 0.99))
 	o.MaxSeconds = seconds(took[len(took)-1])
 	return o
+}
+
+// slowestOperation names the inspection's operation with the highest p99
+// and the share of the inspection's time its calls took.
+func slowestOperation(ops []Operation, pods []*podResult) (string, float64) {
+	var slowest *Operation
+	for i, o := range ops {
+		switch o.Name {
+		case opListPodSandboxByPod, opPodSandboxStatus, opListContainersByPod, opContainerStatus:
+			if slowest == nil || o.P99Seconds > slowest.P99Seconds {
+				slowest = &ops[i]
+			}
+		}
+	}
+	if slowest == nil {
+		return "", 0
+	}
+	var total, its time.Duration
+	for _, p := range pods {
+		for _, c := range p.calls {
+			total += c.took
+			if c.op == slowest.Name {
+				its += c.took
+			}
+		}
+	}
+	if total == 0 {
+		return slowest.Name, 0
+	}
+	return slowest.Name, float64(its) / float64(total)
 }
 
 // quantile is the nearest-rank q-quantile of sorted durations: a time one

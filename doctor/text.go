@@ -135,6 +135,10 @@ func (r *Report) WriteText(out io.Writer) error {
 			w.printf("; stopped early: %s", in.StoppedEarly)
 		}
 		w.printf("\n")
+		if in.SlowestOperation != "" {
+			w.printf("  slowest operation: %s, p99 %s, %.0f%% of the inspection's time\n", in.SlowestOperation,
+				formatDuration(dur(r.operationP99(in.SlowestOperation))), 100*in.SlowestOperationShare)
+		}
 		if len(in.SlowestPods) > 0 {
 			tw = w.table()
 			fmt.Fprintf(tw, "  SLOWEST PODS\tTIME\tCALLS\tSLOWEST CALL\n")
@@ -191,6 +195,15 @@ func (r *Report) WriteText(out io.Writer) error {
 
 	w.printf("\nDiagnosed in %s of a %s budget.\n", formatDuration(dur(r.DurationSeconds)), formatDuration(dur(r.BudgetSeconds)))
 	return w.err
+}
+
+func (r *Report) operationP99(name string) float64 {
+	for _, o := range r.Operations {
+		if o.Name == name {
+			return o.P99Seconds
+		}
+	}
+	return 0
 }
 
 func slowestCall(p PodTiming) string {
