@@ -272,7 +272,8 @@ type Projection struct {
 	// KubeletWorstSeconds is a kubelet relist when every pod changed, as
 	// on its first relist after a restart: the lists, then every pod
 	// inspected one after the other, a hung call costing the runtime
-	// request timeout (2 m).
+	// request timeout (2 m). It counts the two per-pod lists kubelets
+	// before 1.36 make for each pod; 1.36 reuses the relist's.
 	KubeletWorstSeconds float64 `json:"kubeletWorstSeconds"`
 	// PlegWorstSeconds is the same relist by pleg: no per-pod lists, pods
 	// inspected PlegConcurrency at a time, a hung pod cut at pleg's
