@@ -460,7 +460,7 @@ func (a *assessment) failingPods() {
 		if p.failed() && !p.hung() {
 			for _, c := range p.calls {
 				if c.err != nil {
-					failing = append(failing, fmt.Sprintf("%s: %s %s", p.pod, rpcName(c.op), c.describe(0)))
+					failing = append(failing, fmt.Sprintf("%s: %s %s", p.pod, rpcName(c.op), c.describe()))
 					break
 				}
 			}

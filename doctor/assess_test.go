@@ -27,7 +27,7 @@ func fakePod(name string, statuses ...time.Duration) *podResult {
 // hungPod is a pod whose first container status got no answer.
 func hungPod(name string) *podResult {
 	p := fakePod(name)
-	p.calls = append(p.calls, call{op: opContainerStatus, target: "c0", id: name + "-0", took: 10 * time.Second, hung: true, err: fmt.Errorf("deadline")})
+	p.calls = append(p.calls, call{op: opContainerStatus, target: "c0", id: name + "-0", took: 10 * time.Second, hung: true, timeout: 10 * time.Second, err: fmt.Errorf("deadline")})
 	return p
 }
 

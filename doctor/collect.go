@@ -59,18 +59,19 @@ type call struct {
 	target, id string
 	took       time.Duration
 	err        error
-	// hung: no answer within the call timeout.
-	hung bool
+	// hung: no answer within timeout, the time the call was given.
+	hung    bool
+	timeout time.Duration
 	// cut: ended by the budget or by cancellation, which says nothing of
 	// the runtime.
 	cut bool
 }
 
 // describe says how a call failed, for a report.
-func (c call) describe(timeout time.Duration) string {
+func (c call) describe() string {
 	switch {
 	case c.hung:
-		return "no answer within " + timeout.String()
+		return "no answer within " + c.timeout.String()
 	case c.cut:
 		return "cut short by the time budget"
 	case c.err == nil:
@@ -228,7 +229,7 @@ func (d *diagnosis) timed(ctx context.Context, op string, f func(context.Context
 	deadline, _ := cctx.Deadline()
 	start := d.clock.Now()
 	err := f(cctx)
-	c := call{op: op, took: d.clock.Since(start), err: err}
+	c := call{op: op, took: d.clock.Since(start), err: err, timeout: timeout}
 	switch {
 	case err == nil:
 	case status.Code(err) == codes.NotFound && (op == opPodSandboxStatus || op == opContainerStatus):
@@ -260,7 +261,7 @@ func (d *diagnosis) identify(ctx context.Context) bool {
 		return err
 	})
 	if c.err != nil {
-		rt.Error = "Version: " + c.describe(d.opts.CallTimeout)
+		rt.Error = "Version: " + c.describe()
 		return false
 	}
 	rt.Reachable = true
@@ -272,7 +273,7 @@ func (d *diagnosis) identify(ctx context.Context) bool {
 		return err
 	})
 	if c.err != nil {
-		rt.Error = "Status: " + c.describe(d.opts.CallTimeout)
+		rt.Error = "Status: " + c.describe()
 		return true
 	}
 	for _, cond := range s.GetStatus().GetConditions() {
@@ -322,7 +323,7 @@ func (d *diagnosis) sampleLists(ctx context.Context) ([]*runtimeapi.PodSandbox, 
 		case c.err == nil:
 			l.Items, l.Bytes, l.Error = n, codec.bytes, ""
 		case l.Items == 0:
-			l.Error = c.describe(d.opts.CallTimeout)
+			l.Error = c.describe()
 			if m := tooLarge.FindStringSubmatch(c.err.Error()); m != nil {
 				l.Bytes, _ = strconv.Atoi(m[1])
 			}
@@ -397,7 +398,7 @@ func (d *diagnosis) probeStream(ctx context.Context, op string, p *Probe, f func
 	case status.Code(c.err) == codes.Unimplemented:
 		*p = Probe{Availability: Unsupported, Detail: "Unimplemented"}
 	default:
-		*p = Probe{Availability: Unknown, Detail: c.describe(d.opts.CallTimeout)}
+		*p = Probe{Availability: Unknown, Detail: c.describe()}
 	}
 	return false
 }

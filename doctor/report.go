@@ -109,8 +109,6 @@ type Report struct {
 	// pods are every inspected pod with its calls, for the assessment and
 	// the charts; too many for the JSON report.
 	pods []*podResult
-	// stoppedBy says why the diagnosis ended early, if it did.
-	stoppedBy string
 }
 
 // RuntimeInfo is what the runtime says of itself.

@@ -26,7 +26,7 @@ func (d *diagnosis) summarize() {
 	}
 	r.Inspection.SlowestOperation, r.Inspection.SlowestOperationShare = slowestOperation(r.Operations, r.pods)
 	r.Inspection.SlowestPods = slowestPods(r.pods)
-	r.Inspection.SlowestContainers = slowestContainers(r.pods, d.opts.CallTimeout)
+	r.Inspection.SlowestContainers = slowestContainers(r.pods)
 	r.Projection = d.project()
 }
 
@@ -133,18 +133,18 @@ func podTiming(p *podResult) PodTiming {
 	}
 	for _, c := range p.calls {
 		if c.err != nil && t.Error == "" {
-			t.Error = c.op + ": " + c.describe(0)
+			t.Error = c.op + ": " + c.describe()
 		}
 	}
 	return t
 }
 
-func slowestContainers(pods []*podResult, timeout time.Duration) []ContainerTiming {
+func slowestContainers(pods []*podResult) []ContainerTiming {
 	var all []ContainerTiming
 	for _, p := range pods {
 		for _, c := range p.calls {
 			if c.op == opContainerStatus {
-				all = append(all, ContainerTiming{Pod: p.pod, ID: c.id, Name: c.target, Seconds: seconds(c.took), Hung: c.hung, Error: c.describe(timeout)})
+				all = append(all, ContainerTiming{Pod: p.pod, ID: c.id, Name: c.target, Seconds: seconds(c.took), Hung: c.hung, Error: c.describe()})
 			}
 		}
 	}
