@@ -25,7 +25,11 @@ import (
 //
 // pods=N/relist-unchanged is a relist that finds nothing changed;
 // pods=50/relist-all-changed inspects every pod, as after a node restart,
-// at the kubelet's concurrency of 1 and at our default.
+// at the kubelet's concurrency of 1 and at our default. pods=50/raw-status
+// makes the same PodSandboxStatus and ContainerStatus calls with a bare
+// client and nothing else, at 1 and 32 at once: the ratio between those two
+// is the most any parallel inspection can gain on this runtime and machine
+// (on 2 cores containerd's own CPU bounds it).
 func BenchmarkContainerd(b *testing.B) {
 	in := containerd(b)
 	ctx := b.Context()
@@ -65,6 +69,14 @@ func BenchmarkContainerd(b *testing.B) {
 			}
 		})
 	}
+	calls := statusCalls(b, in)
+	for _, concurrency := range []int{1, 32} {
+		b.Run(fmt.Sprintf("pods=50/raw-status/concurrency=%d", concurrency), func(b *testing.B) {
+			for b.Loop() {
+				rawStatus(b, calls, concurrency)
+			}
+		})
+	}
 	for _, concurrency := range []int{1, 2, 4, 8, 16, 32} {
 		b.Run(fmt.Sprintf("pods=50/relist-all-changed/concurrency=%d", concurrency), func(b *testing.B) {
 			for range b.N {
@@ -78,6 +90,65 @@ func BenchmarkContainerd(b *testing.B) {
 			}
 		})
 	}
+}
+
+// statusCalls returns, for every sandbox and container on the runtime, the
+// status call an inspection makes for it.
+func statusCalls(b *testing.B, in *containerdtest.Instance) []func(context.Context) error {
+	b.Helper()
+	ctx := b.Context()
+	sandboxes, err := in.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	containers, err := in.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// In the order an inspection makes them: a pod's sandbox, then its
+	// containers.
+	var calls []func(context.Context) error
+	for _, sb := range sandboxes.Items {
+		calls = append(calls, func(ctx context.Context) error {
+			_, err := in.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
+			return err
+		})
+		for _, c := range containers.Containers {
+			if c.PodSandboxId != sb.Id {
+				continue
+			}
+			calls = append(calls, func(ctx context.Context) error {
+				_, err := in.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+				return err
+			})
+		}
+	}
+	if want := len(sandboxes.Items) + len(containers.Containers); len(calls) != want {
+		b.Fatalf("%d status calls for %d sandboxes and containers", len(calls), want)
+	}
+	return calls
+}
+
+// rawStatus makes every call with the given number of workers and nothing
+// else: the ceiling of what inspecting in parallel can gain on this runtime
+// and machine, whoever the client.
+func rawStatus(b *testing.B, calls []func(context.Context) error, workers int) {
+	work := make(chan func(context.Context) error)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for call := range work {
+				if err := call(b.Context()); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for _, call := range calls {
+		work <- call
+	}
+	close(work)
+	wg.Wait()
 }
 
 func newBenchGenerator(b *testing.B, rt *cri.Runtime, concurrency int) *pleg.Generator {
