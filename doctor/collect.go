@@ -419,22 +419,35 @@ func (d *diagnosis) probeEvents(ctx context.Context) {
 	if err == nil {
 		_, err = stream.Recv()
 	}
+	left := wait
+	if deadline, ok := pctx.Deadline(); ok {
+		left = time.Until(deadline)
+	}
+	*p = eventsProbe(err, ctx.Err() != nil, pctx.Err() != nil, left, wait)
+}
+
+// eventsProbe tells what the event stream's first Recv says: err is what
+// it returned, parentDone and waitDone whether the budget and the wait had
+// run out, left how much of the wait was left when it returned.
+func eventsProbe(err error, parentDone, waitDone bool, left, wait time.Duration) Probe {
+	// The runtime learns our deadline too, and may end the stream on it
+	// cleanly a moment before our own context fires: an end that comes
+	// that late says the stream was open, not that it ends at once.
+	atDeadline := waitDone || left < wait/10
 	switch {
 	case err == nil:
-		*p = Probe{Availability: Supported, Detail: "an event arrived"}
+		return Probe{Availability: Supported, Detail: "an event arrived"}
 	case status.Code(err) == codes.Unimplemented:
-		*p = Probe{Availability: Unsupported, Detail: "Unimplemented"}
-	case errors.Is(err, io.EOF):
-		*p = Probe{Availability: Unsupported, Detail: "the stream ends at once"}
-	case ctx.Err() != nil:
-		*p = Probe{Availability: Unknown, Detail: "cut short by the time budget"}
-	case pctx.Err() != nil, status.Code(err) == codes.DeadlineExceeded:
-		// The stream stayed open until the wait ended; the runtime may end
-		// it a moment before our context does, its deadline rounded down.
-		*p = Probe{Availability: Supported, Detail: "stream open"}
+		return Probe{Availability: Unsupported, Detail: "Unimplemented"}
+	case parentDone:
+		return Probe{Availability: Unknown, Detail: "cut short by the time budget"}
+	case errors.Is(err, io.EOF) && !atDeadline:
+		return Probe{Availability: Unsupported, Detail: "the stream ends at once"}
+	case atDeadline && (errors.Is(err, io.EOF) || status.Code(err) == codes.DeadlineExceeded || status.Code(err) == codes.Canceled):
+		return Probe{Availability: Supported, Detail: "stream open"}
 	default:
 		s := status.Convert(err)
-		*p = Probe{Availability: Unknown, Detail: s.Code().String() + ": " + s.Message()}
+		return Probe{Availability: Unknown, Detail: s.Code().String() + ": " + s.Message()}
 	}
 }
 
