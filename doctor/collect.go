@@ -237,10 +237,7 @@ func (d *diagnosis) timed(ctx context.Context, op string, f func(context.Context
 		c.err = nil
 	case ctx.Err() != nil:
 		c.cut = true
-	case cctx.Err() != nil,
-		// The runtime may give up a moment before our context does: the
-		// deadline it gets on the wire is rounded down.
-		status.Code(err) == codes.DeadlineExceeded && time.Until(deadline) < timeout/10:
+	case cctx.Err() != nil, status.Code(err) == codes.DeadlineExceeded && nearDeadline(deadline, timeout):
 		c.hung = true
 	}
 	if !c.cut && status.Code(err) != codes.Unimplemented {
@@ -249,6 +246,14 @@ func (d *diagnosis) timed(ctx context.Context, op string, f func(context.Context
 		d.mu.Unlock()
 	}
 	return c
+}
+
+// nearDeadline reports whether a call given timeout that ended now ended
+// at its deadline. The runtime learns the deadline on the wire, rounded
+// down, and may give up, or end a stream cleanly, a moment before our own
+// context fires.
+func nearDeadline(deadline time.Time, timeout time.Duration) bool {
+	return time.Until(deadline) < timeout/10
 }
 
 // identify asks the runtime for its version and conditions; false means it
@@ -419,27 +424,21 @@ func (d *diagnosis) probeEvents(ctx context.Context) {
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	left := wait
-	if deadline, ok := pctx.Deadline(); ok {
-		left = time.Until(deadline)
-	}
-	*p = eventsProbe(err, ctx.Err() != nil, pctx.Err() != nil, left, wait)
+	deadline, _ := pctx.Deadline()
+	*p = eventsProbe(err, ctx.Err() != nil, pctx.Err() != nil || nearDeadline(deadline, wait))
 }
 
 // eventsProbe tells what the event stream's first Recv says: err is what
-// it returned, parentDone and waitDone whether the budget and the wait had
-// run out, left how much of the wait was left when it returned.
-func eventsProbe(err error, parentDone, waitDone bool, left, wait time.Duration) Probe {
-	// The runtime learns our deadline too, and may end the stream on it
-	// cleanly a moment before our own context fires: an end that comes
-	// that late says the stream was open, not that it ends at once.
-	atDeadline := waitDone || left < wait/10
+// it returned, budgetDone whether the diagnosis ran out of time, atDeadline
+// whether it returned when the wait ended. A stream that ends only then,
+// even cleanly, was open.
+func eventsProbe(err error, budgetDone, atDeadline bool) Probe {
 	switch {
 	case err == nil:
 		return Probe{Availability: Supported, Detail: "an event arrived"}
 	case status.Code(err) == codes.Unimplemented:
 		return Probe{Availability: Unsupported, Detail: "Unimplemented"}
-	case parentDone:
+	case budgetDone:
 		return Probe{Availability: Unknown, Detail: "cut short by the time budget"}
 	case errors.Is(err, io.EOF) && !atDeadline:
 		return Probe{Availability: Unsupported, Detail: "the stream ends at once"}
