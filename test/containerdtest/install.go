@@ -141,6 +141,20 @@ func binaryVersion(path string) (string, error) {
 	if bi, err := buildinfo.ReadFile(path); err == nil && bi.Main.Path == containerdModule && strings.HasPrefix(bi.Main.Version, "v") {
 		return bi.Main.Version, nil
 	}
+	v, err := printedVersion(path)
+	if err != nil {
+		return "", err
+	}
+	v, _, _ = strings.Cut(v, "+")
+	return "v" + v, nil
+}
+
+// printedVersion is the version `path --version` prints (third field),
+// without a leading v.
+func printedVersion(path string) (string, error) {
+	if _, err := os.Stat(path); err != nil {
+		return "", err
+	}
 	out, err := exec.Command(path, "--version").Output()
 	if err != nil {
 		return "", fmt.Errorf("%s --version: %w", path, err)
@@ -149,8 +163,7 @@ func binaryVersion(path string) (string, error) {
 	if len(f) < 3 {
 		return "", fmt.Errorf("%s --version: unexpected output %q", path, out)
 	}
-	v, _, _ := strings.Cut(f[2], "+")
-	return "v" + strings.TrimPrefix(v, "v"), nil
+	return strings.TrimPrefix(f[2], "v"), nil
 }
 
 func goTool() (string, error) {

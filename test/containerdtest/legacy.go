@@ -80,26 +80,10 @@ func InstallLegacy(ctx context.Context, logf func(string, ...any)) (Binaries, er
 	return b, nil
 }
 
-// legacyVersion is the version `path --version` prints (third field).
-func legacyVersion(path string) (string, error) {
-	if _, err := os.Stat(path); err != nil {
-		return "", err
-	}
-	out, err := exec.Command(path, "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("%s --version: %w", path, err)
-	}
-	f := strings.Fields(string(out))
-	if len(f) < 3 {
-		return "", fmt.Errorf("%s --version: unexpected output %q", path, out)
-	}
-	return strings.TrimPrefix(f[2], "v"), nil
-}
-
 // ensureLegacyContainerd installs Debian's containerd 1.6 unless path
 // already is containerd 1.6.x, and returns its version.
 func ensureLegacyContainerd(ctx context.Context, path string, logf func(string, ...any)) (string, error) {
-	v, err := legacyVersion(path)
+	v, err := printedVersion(path)
 	if err == nil && strings.HasPrefix(v, LegacyVersionPrefix) {
 		return v, nil
 	}
@@ -145,7 +129,7 @@ func ensureLegacyContainerd(ctx context.Context, path string, logf func(string, 
 	if stopErr != nil {
 		return "", stopErr
 	}
-	v, err = legacyVersion(path)
+	v, err = printedVersion(path)
 	if err != nil {
 		return "", fmt.Errorf("containerdtest: after apt-get install %s: %w", LegacyPackage, err)
 	}
