@@ -529,16 +529,7 @@ func (st *store) container(id string) (*container, error) {
 // allSandboxes returns the ready list of every sandbox, building it if a
 // change made it stale. It is shared: never modify it.
 func (st *store) allSandboxes() wireList[*runtimeapi.PodSandbox] {
-	st.mu.RLock()
-	if st.sbListOK {
-		l := st.sbList
-		st.mu.RUnlock()
-		return l
-	}
-	st.mu.RUnlock()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if !st.sbListOK {
+	return cachedList(&st.mu, &st.sbListOK, &st.sbList, func() wireList[*runtimeapi.PodSandbox] {
 		items := make([]*runtimeapi.PodSandbox, 0, len(st.sandboxes))
 		encs := make([][]byte, 0, len(st.sandboxes))
 		for _, sb := range st.sbOrder {
@@ -546,23 +537,13 @@ func (st *store) allSandboxes() wireList[*runtimeapi.PodSandbox] {
 				items, encs = append(items, sb.item), append(encs, sb.enc)
 			}
 		}
-		st.sbList, st.sbListOK = buildWire(items, encs), true
-	}
-	return st.sbList
+		return buildWire(items, encs)
+	})
 }
 
 // allContainers is allSandboxes for containers.
 func (st *store) allContainers() wireList[*runtimeapi.Container] {
-	st.mu.RLock()
-	if st.ctrListOK {
-		l := st.ctrList
-		st.mu.RUnlock()
-		return l
-	}
-	st.mu.RUnlock()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if !st.ctrListOK {
+	return cachedList(&st.mu, &st.ctrListOK, &st.ctrList, func() wireList[*runtimeapi.Container] {
 		items := make([]*runtimeapi.Container, 0, len(st.containers))
 		encs := make([][]byte, 0, len(st.containers))
 		for _, c := range st.ctrOrder {
@@ -570,9 +551,26 @@ func (st *store) allContainers() wireList[*runtimeapi.Container] {
 				items, encs = append(items, c.item), append(encs, c.enc)
 			}
 		}
-		st.ctrList, st.ctrListOK = buildWire(items, encs), true
+		return buildWire(items, encs)
+	})
+}
+
+// cachedList returns *l if *ok says it is current, else builds it under
+// the write lock; lists are read far more often than the store changes.
+func cachedList[T any](mu *sync.RWMutex, ok *bool, l *T, build func() T) T {
+	mu.RLock()
+	if *ok {
+		v := *l
+		mu.RUnlock()
+		return v
 	}
-	return st.ctrList
+	mu.RUnlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if !*ok {
+		*l, *ok = build(), true
+	}
+	return *l
 }
 
 func matchLabels(labels, selector map[string]string) bool {
