@@ -378,7 +378,7 @@ func TestGenericModeOpensNoStream(t *testing.T) {
 	rt.EnableEvents(true)
 	e := newEnv(t, rt, func(o *Options) { o.Mode = ModeGeneric })
 	e.relist()
-	if rt.Calls(fakeruntime.OpEvents) != 0 || e.g.source != nil {
+	if rt.Calls(fakeruntime.OpEvents) != 0 || e.g.stream != nil {
 		t.Error("generic mode opened the event stream")
 	}
 }

@@ -153,8 +153,8 @@ func TestRemoveCacheEntry(t *testing.T) {
 	if _, ok := e.cache.GetEntry("1234"); ok {
 		t.Error("entry still cached")
 	}
-	if len(e.g.records) != 0 {
-		t.Errorf("%d records left, want none", len(e.g.records))
+	if len(e.g.st.records) != 0 {
+		t.Errorf("%d records left, want none", len(e.g.st.records))
 	}
 }
 

@@ -88,7 +88,7 @@ func TestWorkerLoop(t *testing.T) {
 			if !released(w1) || released(w2) {
 				t.Error("want the waiter for pod1 released and the one for pod2 still waiting")
 			}
-			if g.lastRelist() != t0 {
+			if g.health.last() != t0 {
 				t.Error("a per-pod relist moved the global relist time")
 			}
 		})
