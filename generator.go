@@ -173,9 +173,12 @@ func (g *Generator) Healthy() (bool, error) {
 // shows. It never calls the runtime.
 func (g *Generator) Status() Status {
 	s := Status{Mode: g.opts.Mode, RelistPeriod: g.period(), RelistThreshold: g.threshold()}
-	if g.stream != nil {
+	switch {
+	case g.stream != nil:
 		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.snapshot()
 		s.Evented = g.evented()
+	case g.opts.Mode != ModeGeneric:
+		s.NoStream = true // the runtime is no EventSource
 	}
 	g.health.fill(&s)
 	return s

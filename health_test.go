@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
 
@@ -86,13 +87,13 @@ func TestStatusOfARuntimeThatIsDown(t *testing.T) {
 	last := e.clock.Now()
 
 	down := errors.New("connection refused")
-	e.rt.InjectError(fakeruntime.OpListPodSandbox, down)
+	e.rt.InjectError(runtime.OpListPodSandbox, down)
 	e.clock.Step(time.Second)
 	failingSince := e.clock.Now()
 	if err := e.g.Relist(t.Context()); err == nil {
 		t.Fatal("relist succeeded with the runtime down")
 	}
-	e.rt.InjectError(fakeruntime.OpListContainers, errors.New("still down"))
+	e.rt.InjectError(runtime.OpListContainers, errors.New("still down"))
 	e.clock.Step(time.Second)
 	_ = e.g.Relist(t.Context())
 	s := e.g.Status()
@@ -153,7 +154,7 @@ func TestARuntimeDownIsSaidOnce(t *testing.T) {
 		synctest.Wait()
 
 		for range 100 {
-			rt.InjectError(fakeruntime.OpListPodSandbox, errors.New("connection refused"))
+			rt.InjectError(runtime.OpListPodSandbox, errors.New("connection refused"))
 		}
 		for _, uid := range []string{"a", "b", "c", "d", "e"} {
 			g.RequestRelist(uid)
