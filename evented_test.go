@@ -383,30 +383,3 @@ func TestGenericModeOpensNoStream(t *testing.T) {
 		t.Error("generic mode opened the event stream")
 	}
 }
-
-func TestHintTransitions(t *testing.T) {
-	for _, tc := range []struct {
-		stages stage
-		want   []EventType
-	}{
-		{stageCreated | stageStarted | stageStopped | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
-		{stageStarted | stageStopped | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
-		{stageStarted | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
-		{stageStopped | stageDeleted, []EventType{ContainerDied, ContainerRemoved}},
-		{stageCreated | stageDeleted, []EventType{ContainerDied, ContainerRemoved}},
-	} {
-		h := &hint{id: "x", stages: tc.stages}
-		var got []EventType
-		for _, tr := range h.transitions() {
-			types, n := transitionEvents(tr.old, tr.new)
-			for _, typ := range types[:n] {
-				if typ != ContainerChanged {
-					got = append(got, typ)
-				}
-			}
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("stages %04b: %v, want %v", tc.stages, got, tc.want)
-		}
-	}
-}
