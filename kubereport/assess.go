@@ -1,0 +1,222 @@
+package kubereport
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/plegkit/pleg"
+)
+
+// ConditionType is the node condition pleg owns. It follows
+// node-problem-detector's conventions for conditions of its own: True
+// means a problem (as KernelDeadlock or ContainerRuntimeUnhealthy), the
+// reason is CamelCase, the message one line. "Degraded" rather than
+// "Unhealthy": it turns on before the kubelet's PLEG would be unhealthy
+// (a relist halfway to the threshold, a pod whose status calls hang, lists
+// near the kubelet's message limit), so that an operator sees the cause
+// while the node is still Ready, and "PLEG" so that it reads next to the
+// kubelet's "PLEG is not healthy".
+const ConditionType corev1.NodeConditionType = "PLEGDegraded"
+
+// The condition's reasons. Healthy is the only one with status False; the
+// others are the causes, in the order in which one hides the next.
+const (
+	ReasonHealthy             = "PLEGIsHealthy"
+	ReasonRuntimeUnreachable  = "RuntimeUnreachable"
+	ReasonListTooLarge        = "ListTooLarge"
+	ReasonRelistFailing       = "RelistFailing"
+	ReasonRelistOverThreshold = "RelistOverThreshold"
+	ReasonRelistNearThreshold = "RelistNearThreshold"
+	ReasonPodStatusHung       = "PodStatusHung"
+	ReasonListNearSizeLimit   = "ListNearSizeLimit"
+)
+
+// KubeletMaxMessageBytes is the largest CRI answer the kubelet's client
+// accepts: a whole-node list past it fails every kubelet relist.
+const KubeletMaxMessageBytes = 16 << 20
+
+// nearLimit is the share of the message limit from which a list is near
+// it, as pleg doctor's list-near-limit.
+const nearLimit = 0.75
+
+// ListSizes are the byte sizes of the latest whole-node list answers and
+// the largest answer the runtime client accepts; zero when unknown.
+type ListSizes struct {
+	PodSandboxes, Containers int
+	Limit                    int
+}
+
+// verdict is what the condition says.
+type verdict struct {
+	degraded bool
+	reason   string
+	message  string
+}
+
+func (v verdict) status() corev1.ConditionStatus {
+	if v.degraded {
+		return corev1.ConditionTrue
+	}
+	return corev1.ConditionFalse
+}
+
+// cause is one problem found, with its place in the order.
+type cause struct {
+	reason, message string
+}
+
+// assess turns the generator's status into the condition. A list failure
+// counts once it has lasted grace (a runtime restart takes a few seconds
+// and puts no node at risk); a relist counts from half the threshold;
+// a pod from the first inspection that passed its deadline, since the
+// kubelet, which waits two minutes for each such call, is then at risk.
+// known is false before pleg has anything to say: no relist succeeded
+// yet and nothing failed.
+func assess(st pleg.Status, sizes ListSizes, now time.Time, grace time.Duration) (v verdict, known bool) {
+	var causes []cause
+	if !st.ListFailingSince.IsZero() && now.Sub(st.ListFailingSince) >= grace {
+		causes = append(causes, listFailure(st.ListError, st.ListFailingSince))
+	}
+	if c, ok := relistAge(st, now); ok {
+		causes = append(causes, c)
+	}
+	if c, ok := hungPods(st.FailingPods); ok {
+		causes = append(causes, c)
+	}
+	if c, ok := listSize(sizes); ok {
+		causes = append(causes, c)
+	}
+	if len(causes) == 0 {
+		if st.LastRelist.IsZero() {
+			return verdict{}, false
+		}
+		return verdict{reason: ReasonHealthy, message: "relisting keeps within its threshold and every pod's status calls answer"}, true
+	}
+	v = verdict{degraded: true, reason: causes[0].reason, message: causes[0].message}
+	if len(causes) > 1 {
+		also := make([]string, 0, len(causes)-1)
+		for _, c := range causes[1:] {
+			also = append(also, c.reason)
+		}
+		v.message += " (also " + strings.Join(also, ", ") + ")"
+	}
+	return v, true
+}
+
+// listFailure names why the runtime's lists fail.
+func listFailure(err error, since time.Time) cause {
+	at := stamp(since)
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return cause{ReasonRuntimeUnreachable, fmt.Sprintf("the container runtime does not answer since %s: %s", at, oneLine(err))}
+	case codes.ResourceExhausted:
+		return cause{ReasonListTooLarge, fmt.Sprintf("the runtime's list answer is larger than the client accepts since %s: %s", at, oneLine(err))}
+	}
+	return cause{ReasonRelistFailing, fmt.Sprintf("the runtime's lists fail since %s: %s", at, oneLine(err))}
+}
+
+// relistAge reports a relist that has not succeeded for half the
+// threshold: the time since the last successful relist started, or since
+// the one running started if that is older (the first relist).
+func relistAge(st pleg.Status, now time.Time) (cause, bool) {
+	if st.RelistThreshold <= 0 {
+		return cause{}, false
+	}
+	since := st.LastRelist
+	if since.IsZero() || (!st.RelistInFlightSince.IsZero() && st.RelistInFlightSince.Before(since)) {
+		since = st.RelistInFlightSince
+	}
+	if since.IsZero() {
+		return cause{}, false
+	}
+	age := now.Sub(since)
+	var running string
+	if !st.RelistInFlightSince.IsZero() {
+		running = fmt.Sprintf("; a relist is running since %s", stamp(st.RelistInFlightSince))
+	}
+	last := "no relist has succeeded since " + stamp(since)
+	if st.LastRelist.IsZero() {
+		last = "no relist has succeeded yet"
+	}
+	switch {
+	case age >= st.RelistThreshold:
+		return cause{ReasonRelistOverThreshold, fmt.Sprintf("%s%s, past the %v threshold: the kubelet's PLEG is unhealthy", last, running, st.RelistThreshold)}, true
+	case age >= st.RelistThreshold/2:
+		return cause{ReasonRelistNearThreshold, fmt.Sprintf("%s%s, over half the %v threshold", last, running, st.RelistThreshold)}, true
+	}
+	return cause{}, false
+}
+
+// hungPods reports the pods whose inspection passed its deadline, the
+// oldest first.
+func hungPods(failing []pleg.PodFailure) (cause, bool) {
+	var hung []pleg.PodFailure
+	for _, f := range failing {
+		if f.Deadline {
+			hung = append(hung, f)
+		}
+	}
+	if len(hung) == 0 {
+		return cause{}, false
+	}
+	msg := fmt.Sprintf("pod %s: its status calls do not answer within the inspection deadline since %s",
+		podName(hung[0]), stamp(hung[0].Since))
+	if n := len(hung) - 1; n == 1 {
+		msg += "; and 1 more pod"
+	} else if n > 1 {
+		msg += fmt.Sprintf("; and %d more pods", n)
+	}
+	return cause{ReasonPodStatusHung, msg + "; the kubelet waits for each such call in every relist"}, true
+}
+
+// listSize reports a whole-node list answer near the limit that counts:
+// the kubelet's 16 MiB, or the runtime client's own if lower.
+func listSize(s ListSizes) (cause, bool) {
+	limit := KubeletMaxMessageBytes
+	whose := "the kubelet's"
+	if s.Limit > 0 && s.Limit < limit {
+		limit, whose = s.Limit, "the client's"
+	}
+	op, size := "ListContainers", s.Containers
+	if s.PodSandboxes > size {
+		op, size = "ListPodSandbox", s.PodSandboxes
+	}
+	if float64(size) < nearLimit*float64(limit) {
+		return cause{}, false
+	}
+	return cause{ReasonListNearSizeLimit, fmt.Sprintf("the %s answer is %s, %d%% of %s %s limit; past it every relist fails",
+		op, mib(size), 100*size/limit, whose, mib(limit))}, true
+}
+
+func podName(f pleg.PodFailure) string {
+	if f.Name == "" {
+		return f.UID
+	}
+	return f.Namespace + "/" + f.Name
+}
+
+// stamp is a time as a message shows it: UTC, to the second, so that a
+// message changes only when what it says changes.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func mib(n int) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// maxErrLen bounds an error inside a message: an event's note holds 1 KiB.
+const maxErrLen = 300
+
+// oneLine is err's text on one line, cut to maxErrLen.
+func oneLine(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > maxErrLen {
+		s = strings.ToValidUTF8(s[:maxErrLen], "") + "..."
+	}
+	return s
+}

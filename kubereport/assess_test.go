@@ -1,0 +1,216 @@
+package kubereport
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/plegkit/pleg"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func healthyStatus() pleg.Status {
+	return pleg.Status{
+		Mode: pleg.ModeGeneric, RelistPeriod: time.Second, RelistThreshold: 3 * time.Minute,
+		LastRelist: t0.Add(-time.Second),
+	}
+}
+
+func TestAssess(t *testing.T) {
+	down := fmt.Errorf("listing containers: %w", status.Error(codes.Unavailable, "connection refused"))
+	tooBig := status.Error(codes.ResourceExhausted, "grpc: received message larger than max (70000000 vs. 67108864)")
+	hung := pleg.PodFailure{UID: "u1", Name: "web", Namespace: "shop", Since: t0.Add(-20 * time.Second), Deadline: true, Err: errors.New("pod inspection timed out")}
+	tests := []struct {
+		name   string
+		status func(*pleg.Status)
+		sizes  ListSizes
+		known  bool
+		reason string
+		// message holds these, in order
+		message []string
+	}{
+		{
+			name:   "before the first relist",
+			status: func(s *pleg.Status) { s.LastRelist = time.Time{} },
+		},
+		{
+			name:    "healthy",
+			known:   true,
+			reason:  ReasonHealthy,
+			message: []string{"relisting keeps within its threshold"},
+		},
+		{
+			name: "the runtime is down, but not yet for the grace period",
+			status: func(s *pleg.Status) {
+				s.ListFailingSince, s.ListError = t0.Add(-9*time.Second), down
+			},
+			known: true, reason: ReasonHealthy,
+		},
+		{
+			name: "the runtime is down",
+			status: func(s *pleg.Status) {
+				s.ListFailingSince, s.ListError = t0.Add(-10*time.Second), down
+			},
+			known: true, reason: ReasonRuntimeUnreachable,
+			message: []string{"the container runtime does not answer since 2026-11-23T11:59:50Z: listing containers: rpc error: code = Unavailable desc = connection refused"},
+		},
+		{
+			name: "the runtime's list hangs to its deadline",
+			status: func(s *pleg.Status) {
+				s.ListFailingSince, s.ListError = t0.Add(-time.Minute), status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+			},
+			known: true, reason: ReasonRuntimeUnreachable,
+		},
+		{
+			name: "a list too large",
+			status: func(s *pleg.Status) {
+				s.ListFailingSince, s.ListError = t0.Add(-time.Minute), tooBig
+			},
+			known: true, reason: ReasonListTooLarge, message: []string{"larger than the client accepts", "70000000"},
+		},
+		{
+			name: "another list error",
+			status: func(s *pleg.Status) {
+				s.ListFailingSince, s.ListError = t0.Add(-time.Minute), errors.New("boom\nwith a second line")
+			},
+			known: true, reason: ReasonRelistFailing, message: []string{"the runtime's lists fail since 2026-11-23T11:59:00Z: boom with a second line"},
+		},
+		{
+			name:   "a relist over half the threshold",
+			status: func(s *pleg.Status) { s.LastRelist = t0.Add(-90 * time.Second) },
+			known:  true, reason: ReasonRelistNearThreshold,
+			message: []string{"no relist has succeeded since 2026-11-23T11:58:30Z", "over half the 3m0s threshold"},
+		},
+		{
+			name:   "a relist under half the threshold",
+			status: func(s *pleg.Status) { s.LastRelist = t0.Add(-89 * time.Second) },
+			known:  true, reason: ReasonHealthy,
+		},
+		{
+			name: "a relist running long",
+			status: func(s *pleg.Status) {
+				s.LastRelist, s.RelistInFlightSince = t0.Add(-100*time.Second), t0.Add(-99*time.Second)
+			},
+			known: true, reason: ReasonRelistNearThreshold,
+			message: []string{"since 2026-11-23T11:58:20Z; a relist is running since 2026-11-23T11:58:21Z"},
+		},
+		{
+			name:   "the first relist running long",
+			status: func(s *pleg.Status) { s.LastRelist, s.RelistInFlightSince = time.Time{}, t0.Add(-2*time.Minute) },
+			known:  true, reason: ReasonRelistNearThreshold,
+			message: []string{"no relist has succeeded yet; a relist is running since 2026-11-23T11:58:00Z"},
+		},
+		{
+			name:   "past the threshold",
+			status: func(s *pleg.Status) { s.LastRelist = t0.Add(-3 * time.Minute) },
+			known:  true, reason: ReasonRelistOverThreshold,
+			message: []string{"past the 3m0s threshold: the kubelet's PLEG is unhealthy"},
+		},
+		{
+			name:   "a hung pod",
+			status: func(s *pleg.Status) { s.FailingPods = []pleg.PodFailure{hung} },
+			known:  true, reason: ReasonPodStatusHung,
+			message: []string{"pod shop/web: its status calls do not answer within the inspection deadline since 2026-11-23T11:59:40Z"},
+		},
+		{
+			name: "hung pods",
+			status: func(s *pleg.Status) {
+				other := hung
+				other.UID, other.Name = "u2", "db"
+				failing := hung
+				failing.UID, failing.Deadline = "u3", false
+				s.FailingPods = []pleg.PodFailure{hung, failing, other}
+			},
+			known: true, reason: ReasonPodStatusHung,
+			message: []string{"pod shop/web", "; and 1 more pod;"},
+		},
+		{
+			name: "a pod that fails otherwise does not degrade the node",
+			status: func(s *pleg.Status) {
+				failing := hung
+				failing.Deadline = false
+				s.FailingPods = []pleg.PodFailure{failing}
+			},
+			known: true, reason: ReasonHealthy,
+		},
+		{
+			name:   "a list near the kubelet's limit",
+			sizes:  ListSizes{PodSandboxes: 1 << 20, Containers: 13 << 20, Limit: 64 << 20},
+			known:  true,
+			reason: ReasonListNearSizeLimit,
+			message: []string{"the ListContainers answer is 13.0 MiB, 81% of the kubelet's 16.0 MiB limit"},
+		},
+		{
+			name:   "a list near the client's own, lower, limit",
+			sizes:  ListSizes{PodSandboxes: 7 << 20, Containers: 1 << 20, Limit: 8 << 20},
+			known:  true,
+			reason: ReasonListNearSizeLimit,
+			message: []string{"the ListPodSandbox answer is 7.0 MiB, 87% of the client's 8.0 MiB limit"},
+		},
+		{
+			name:   "a list far from the limit",
+			sizes:  ListSizes{PodSandboxes: 1 << 20, Containers: 11 << 20, Limit: 64 << 20},
+			known:  true,
+			reason: ReasonHealthy,
+		},
+		{
+			name: "several causes: the first named, the others listed",
+			status: func(s *pleg.Status) {
+				s.ListFailingSince, s.ListError = t0.Add(-2*time.Minute), down
+				s.LastRelist = t0.Add(-2 * time.Minute)
+				s.FailingPods = []pleg.PodFailure{hung}
+			},
+			known: true, reason: ReasonRuntimeUnreachable,
+			message: []string{"does not answer", "(also RelistNearThreshold, PodStatusHung)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := healthyStatus()
+			if tt.status != nil {
+				tt.status(&st)
+			}
+			v, known := assess(st, tt.sizes, t0, DefaultGrace)
+			if known != tt.known {
+				t.Fatalf("known = %v, want %v (%+v)", known, tt.known, v)
+			}
+			if !known {
+				return
+			}
+			if v.reason != tt.reason || v.degraded != (tt.reason != ReasonHealthy) {
+				t.Errorf("verdict %+v, want reason %s", v, tt.reason)
+			}
+			rest := v.message
+			for _, part := range tt.message {
+				i := strings.Index(rest, part)
+				if i < 0 {
+					t.Fatalf("message %q: want %q (in order)", v.message, part)
+				}
+				rest = rest[i+len(part):]
+			}
+			if strings.Contains(v.message, "\n") {
+				t.Errorf("message %q: want one line", v.message)
+			}
+		})
+	}
+}
+
+func TestOneLineBoundsErrors(t *testing.T) {
+	long := errors.New(strings.Repeat("é", 400))
+	s := oneLine(long)
+	if len(s) > maxErrLen+3 || !strings.HasSuffix(s, "...") || !strings.HasPrefix(s, "éé") {
+		t.Errorf("oneLine of a long error = %d bytes %q", len(s), s)
+	}
+	if !strings.Contains(oneLine(long), "é...") || strings.ContainsRune(s, '\uFFFD') {
+		t.Errorf("oneLine cut a character in two: %q", s)
+	}
+	if oneLine(nil) != "unknown error" {
+		t.Errorf("oneLine(nil) = %q", oneLine(nil))
+	}
+}

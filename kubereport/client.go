@@ -1,0 +1,71 @@
+package kubereport
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ClientOptions say how to reach the API server.
+type ClientOptions struct {
+	// Kubeconfig is a kubeconfig file; InCluster uses the pod's service
+	// account instead. Exactly one is set.
+	Kubeconfig string
+	InCluster  bool
+	// UserAgent names the client in the API server's logs.
+	UserAgent string
+	// Timeout bounds each request (default 10 s): a slow API server
+	// delays a report, never more.
+	Timeout time.Duration
+}
+
+// NewClient returns a client of the core and events.k8s.io APIs alone,
+// rate-limited well below client-go's defaults: a node daemon writes a
+// condition and a few events.
+func NewClient(opts ClientOptions) (Client, error) {
+	var cfg *rest.Config
+	var err error
+	switch {
+	case opts.InCluster == (opts.Kubeconfig != ""):
+		return nil, errors.New("kubereport: want either a kubeconfig or in-cluster configuration")
+	case opts.InCluster:
+		cfg, err = rest.InClusterConfig()
+	default:
+		cfg, err = clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubereport: %w", err)
+	}
+	cfg.UserAgent = opts.UserAgent
+	cfg.Timeout = opts.Timeout
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	cfg.QPS, cfg.Burst = 5, 10
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubereport: %w", err)
+	}
+	core, err := corev1client.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kubereport: %w", err)
+	}
+	ev, err := eventsv1client.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kubereport: %w", err)
+	}
+	return client{core: core, events: ev}, nil
+}
+
+type client struct {
+	core   corev1client.CoreV1Interface
+	events eventsv1client.EventsV1Interface
+}
+
+func (c client) CoreV1() corev1client.CoreV1Interface       { return c.core }
+func (c client) EventsV1() eventsv1client.EventsV1Interface { return c.events }

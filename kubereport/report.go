@@ -1,0 +1,277 @@
+// Package kubereport reports what a generator sees into the Kubernetes
+// API, as node-problem-detector does for the problems it finds: a node
+// condition of pleg's own (ConditionType) that turns on, naming the cause,
+// when relisting fails or approaches its threshold, a pod's status calls
+// hang or the lists near the kubelet's message limit; and events
+// (events.k8s.io/v1, through client-go's recorder and its aggregation) on a
+// pod whose inspection hangs or keeps failing, and on the node when the
+// runtime stops answering or the container event stream falls back.
+//
+// It reads the generator's Status, which never calls the runtime, and
+// writes from goroutines of its own: an API server that is slow or down
+// delays only the reports, never relisting, the generator's events or its
+// health. What cannot be written is retried, or dropped, and counted in
+// pleg_kube_reports_total{result}.
+package kubereport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/plegkit/pleg"
+)
+
+// Component is the reporting controller of pleg's events, and the field
+// manager of its condition.
+const Component = "pleg"
+
+const fieldManager = Component
+
+// Defaults of Config.
+const (
+	DefaultInterval         = time.Second
+	DefaultGrace            = 10 * time.Second
+	DefaultMinWriteInterval = 5 * time.Second
+	DefaultMaxRetryInterval = 30 * time.Second
+	// DefaultHeartbeat is node-problem-detector's: the condition's
+	// lastHeartbeatTime is refreshed this often when nothing changes.
+	DefaultHeartbeat = 5 * time.Minute
+	// DefaultPodEventBurst and DefaultPodEventsPerMinute bound the pod
+	// events, so that a runtime that hangs for every pod does not write
+	// one event per pod at once: the node's condition and events tell it.
+	DefaultPodEventBurst      = 10
+	DefaultPodEventsPerMinute = 6
+)
+
+// The values of pleg_kube_reports_total's result label.
+const (
+	resultWritten = "written"
+	resultRetried = "retried"
+	resultDropped = "dropped"
+)
+
+// Source is what the reporter reads; *pleg.Generator is one. Status must
+// be cheap and never wait for the runtime.
+type Source interface {
+	Status() pleg.Status
+}
+
+// ListSizer tells the sizes of the latest whole-node list answers.
+type ListSizer interface {
+	ListSizes() ListSizes
+}
+
+// Client is the part of the Kubernetes API the reporter writes to; a
+// kubernetes.Interface is one, and so is NewClient's.
+type Client interface {
+	CoreV1() corev1client.CoreV1Interface
+	EventsV1() eventsv1client.EventsV1Interface
+}
+
+// Config configures a Reporter. NodeName and Client are required.
+type Config struct {
+	// NodeName is the Node object of this node.
+	NodeName string
+	Client   Client
+	// Sizes, if set, tells the list sizes (the CRI adapter's).
+	Sizes ListSizer
+	// Clock, Logger and Registerer default to the real clock,
+	// slog.Default() and none.
+	Clock      clock.WithTicker
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+
+	// Interval is how often the status is read (DefaultInterval).
+	Interval time.Duration
+	// Grace is how long the runtime's lists, or a pod's inspection, must
+	// fail with another error than a deadline before it is reported
+	// (DefaultGrace): a runtime restart is no problem of the node's.
+	Grace time.Duration
+	// MinWriteInterval is the least time between two writes of the
+	// condition, and the first retry's delay (DefaultMinWriteInterval);
+	// MaxRetryInterval caps the retries' backoff (DefaultMaxRetryInterval).
+	MinWriteInterval time.Duration
+	MaxRetryInterval time.Duration
+	// Heartbeat is how often the condition is written when nothing
+	// changes (DefaultHeartbeat).
+	Heartbeat time.Duration
+	// PodEventBurst and PodEventsPerMinute bound the pod events
+	// (DefaultPodEventBurst, DefaultPodEventsPerMinute); those over it are
+	// dropped and counted.
+	PodEventBurst      int
+	PodEventsPerMinute int
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("kubereport: no client"))
+	}
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("kubereport: no node name"))
+	} else if msgs := validation.IsDNS1123Subdomain(c.NodeName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("kubereport: node name %q: %s", c.NodeName, msgs[0]))
+	}
+	for name, d := range map[string]time.Duration{
+		"Interval": c.Interval, "Grace": c.Grace, "MinWriteInterval": c.MinWriteInterval,
+		"MaxRetryInterval": c.MaxRetryInterval, "Heartbeat": c.Heartbeat,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("kubereport: %s %v: must not be negative", name, d))
+		}
+	}
+	if c.PodEventBurst < 0 || c.PodEventsPerMinute < 0 {
+		errs = append(errs, errors.New("kubereport: the pod event bounds must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	set := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	set(&c.Interval, DefaultInterval)
+	set(&c.Grace, DefaultGrace)
+	set(&c.MinWriteInterval, DefaultMinWriteInterval)
+	set(&c.MaxRetryInterval, DefaultMaxRetryInterval)
+	set(&c.Heartbeat, DefaultHeartbeat)
+	c.MaxRetryInterval = max(c.MaxRetryInterval, c.MinWriteInterval)
+	if c.PodEventBurst == 0 {
+		c.PodEventBurst = DefaultPodEventBurst
+	}
+	if c.PodEventsPerMinute == 0 {
+		c.PodEventsPerMinute = DefaultPodEventsPerMinute
+	}
+}
+
+// Reporter reports a generator's state into the Kubernetes API. Create it
+// with New and Run it.
+type Reporter struct {
+	src     Source
+	cfg     Config
+	reports *prometheus.CounterVec
+	writer  *conditionWriter
+	notices *notices
+	podRate flowcontrol.PassiveRateLimiter
+
+	runOnce sync.Once
+}
+
+// New returns a reporter of src's state. It registers
+// pleg_kube_reports_total with cfg.Registerer, and calls nothing else.
+func New(src Source, cfg Config) (*Reporter, error) {
+	if src == nil {
+		return nil, errors.New("kubereport: no source")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	r := &Reporter{
+		src: src,
+		cfg: cfg,
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pleg_kube_reports_total",
+			Help: "Writes of pleg's node condition and events to the Kubernetes API, by result: written, retried (failed, to be tried again) or dropped (refused, given up, superseded before it could be written, or over the pod event rate).",
+		}, []string{"result"}),
+		notices: newNotices(cfg.NodeName, cfg.Grace),
+		podRate: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(
+			float32(cfg.PodEventsPerMinute)/60, cfg.PodEventBurst, cfg.Clock),
+	}
+	for _, result := range []string{resultWritten, resultRetried, resultDropped} {
+		r.reports.WithLabelValues(result) // each shows from the start
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(r.reports); err != nil {
+			return nil, fmt.Errorf("kubereport: %w", err)
+		}
+	}
+	r.writer = newConditionWriter(cfg.Client.CoreV1().Nodes(), cfg.NodeName, cfg.Clock, cfg.Logger, r.count,
+		cfg.MinWriteInterval, cfg.MaxRetryInterval, cfg.Heartbeat)
+	return r, nil
+}
+
+func (r *Reporter) count(result string) { r.reports.WithLabelValues(result).Inc() }
+
+// Run reports until ctx ends, then returns; events the recorder still
+// retries are given up. A Reporter runs once.
+func (r *Reporter) Run(ctx context.Context) error {
+	started := false
+	r.runOnce.Do(func() { started = true })
+	if !started {
+		return errors.New("kubereport: a Reporter runs once")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// client-go's recorder logs through the context's logger.
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(r.cfg.Logger.Handler()))
+
+	sink := newCountingSink(&events.EventSinkImpl{Interface: r.cfg.Client.EventsV1()}, r.count)
+	broadcaster := events.NewBroadcaster(sink)
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("kubereport: starting the event recorder: %w", err)
+	}
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, Component)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { r.writer.run(ctx) })
+	defer wg.Wait()
+	defer cancel()
+
+	r.cfg.Logger.Info("Reporting to the Kubernetes API", "node", r.cfg.NodeName, "condition", ConditionType)
+	ticker := r.cfg.Clock.NewTicker(r.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		r.observe(recorder, r.cfg.Clock.Now())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// observe reads the status once, hands the verdict to the writer and
+// records the events it calls for. It never waits for the API server.
+func (r *Reporter) observe(recorder events.EventRecorder, now time.Time) {
+	st := r.src.Status()
+	var sizes ListSizes
+	if r.cfg.Sizes != nil {
+		sizes = r.cfg.Sizes.ListSizes()
+	}
+	if v, known := assess(st, sizes, now, r.cfg.Grace); known {
+		r.writer.set(v, now)
+	}
+	for _, e := range r.notices.next(st, now) {
+		if e.regarding.Kind == "Pod" && !r.podRate.TryAccept() {
+			r.count(resultDropped)
+			continue
+		}
+		// The note is passed as an argument: it is no format.
+		recorder.Eventf(e.regarding, nil, e.eventType(), e.reason, e.action, "%s", e.note)
+	}
+}
