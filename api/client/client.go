@@ -24,8 +24,8 @@ import (
 	"strings"
 	"time"
 
-	promconfig "github.com/prometheus/common/config"
 	dto "github.com/prometheus/client_model/go"
+	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
