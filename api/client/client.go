@@ -13,6 +13,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -226,6 +227,11 @@ func (c *Client) get(ctx context.Context, path string, query url.Values, header 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// Not "Get http://pleg/...": a unix socket's URL is made up.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("GET %s: %w", path, ue.Err)
+		}
 		return nil, err
 	}
 	for _, code := range ok {
@@ -285,17 +291,23 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 
 // Metrics reads and parses /metrics.
 func (c *Client) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
-	_, body, err := c.read(ctx, "/metrics", "text/plain", http.StatusOK)
+	text, err := c.MetricsText(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return ParseMetrics(body)
+	return ParseMetrics(text)
+}
+
+// MetricsText reads /metrics in the Prometheus text format.
+func (c *Client) MetricsText(ctx context.Context) ([]byte, error) {
+	_, body, err := c.read(ctx, "/metrics", "text/plain", http.StatusOK)
+	return body, err
 }
 
 // ParseMetrics parses the Prometheus text format, as /metrics serves it.
 func ParseMetrics(text []byte) (map[string]*dto.MetricFamily, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(text)))
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
 		return nil, fmt.Errorf("parsing /metrics: %w", err)
 	}

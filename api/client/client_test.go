@@ -211,8 +211,8 @@ func (c *collector) handle(ev api.Event) error {
 	return nil
 }
 
-// waitFor waits until n events arrived and returns them; the test's own
-// deadline bounds the wait.
+// waitFor waits until n events arrived and returns them; go test's
+// -timeout bounds the wait.
 func (c *collector) waitFor(t *testing.T, n int) []api.Event {
 	t.Helper()
 	for {
@@ -265,8 +265,8 @@ func (tr *tracker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}}, r)
 }
 
-// waitOpened waits until n streams were opened in all; the test's own
-// deadline bounds the wait.
+// waitOpened waits until n streams were opened in all; go test's
+// -timeout bounds the wait.
 func (tr *tracker) waitOpened(t *testing.T, n int32) {
 	t.Helper()
 	for tr.opened.Load() < n {
@@ -429,7 +429,7 @@ func TestFollowGivesUpAfterWait(t *testing.T) {
 		start := time.Now()
 		err := c.Follow(t.Context(), FollowOptions{Wait: 30 * time.Second, Waiting: func(err error) { waiting = append(waiting, err) }},
 			func(api.Event) error { return errors.New("no event expected") })
-		if err == nil || !strings.Contains(err.Error(), "has not answered for 30s") || !strings.Contains(err.Error(), "no such file") {
+		if err == nil || !strings.Contains(err.Error(), "the daemon at unix://"+socket+" has not answered for 30s") || !strings.Contains(err.Error(), "no such file") {
 			t.Errorf("Follow = %v", err)
 		}
 		if waited := time.Since(start); waited != 30*time.Second {

@@ -87,7 +87,7 @@ func (c *Client) Follow(ctx context.Context, opts FollowOptions, handle func(api
 		if opts.Wait > 0 && !down.IsZero() {
 			left := opts.Wait - time.Since(down)
 			if left <= 0 {
-				return fmt.Errorf("%s has not answered for %v: %w", c.server, opts.Wait, err)
+				return fmt.Errorf("the daemon at %s has not answered for %v: %w", c.server, opts.Wait, err)
 			}
 			wait = min(wait, left)
 		}
