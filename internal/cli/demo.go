@@ -42,8 +42,7 @@ meanwhile; the address is printed at the start.`,
 			return sim.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
+			ctx := cmd.Context()
 			if duration > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, duration)
