@@ -90,7 +90,10 @@ func (g *global) watchedRuntime(ctx context.Context, simulate bool, s simFlags, 
 	opts.Logger = g.log
 	sm, err := sim.New(opts)
 	if err == nil {
-		err = sm.Start(ctx)
+		// Not ended with ctx: the daemon stops first, and cleanup then
+		// stops the runtime it watched. Stopping both at once fails the
+		// relist in flight, which logs errors at every clean stop.
+		err = sm.Start(context.WithoutCancel(ctx))
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
