@@ -90,3 +90,32 @@ func transitionEvents(old, new state) (events [2]EventType, n int) {
 		return [2]EventType{ContainerDied, ContainerRemoved}, 2
 	}
 }
+
+// Ranks order the steps of a container's or sandbox's life: it is created
+// (unknown), runs, exits and is removed, and never goes back. A later
+// observation of one container never ranks lower than an earlier one.
+const (
+	rankNone = iota // not created yet
+	rankCreated
+	rankRunning
+	rankExited
+	rankRemoved
+)
+
+// rank places a state in a container's life; non-existent is rankNone
+// before the container was seen, and rankRemoved after (after true).
+func (s state) rank(after bool) int {
+	switch s {
+	case stateUnknown:
+		return rankCreated
+	case stateRunning:
+		return rankRunning
+	case stateExited:
+		return rankExited
+	default:
+		if after {
+			return rankRemoved
+		}
+		return rankNone
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
 
@@ -104,7 +105,7 @@ func TestEventsDrivePerPodRelists(t *testing.T) {
 		}
 		// One relist of the pod, filtered: a list of sandboxes and one of
 		// containers, then its inspection.
-		if n := e.rt.Calls(fakeruntime.OpListPodSandbox); n != 1 {
+		if n := e.rt.Calls(runtime.OpListPodSandbox); n != 1 {
 			t.Errorf("%d sandbox lists, want the pod's one", n)
 		}
 		if st, _ := e.g.Cache().Get("web"); st.FindContainerByID("c1").GetExitCode() != 1 {
@@ -119,7 +120,7 @@ func TestHintsOfOnePodCoalesce(t *testing.T) {
 		e.settle()
 		before := testutil.ToFloat64(e.g.metrics.PodRelists)
 		// The loop is kept busy with another pod while five hints come.
-		e.rt.SetLatency(fakeruntime.OpListPodSandbox, time.Second)
+		e.rt.SetLatency(runtime.OpListPodSandbox, time.Second)
 		e.g.RequestRelist("other")
 		synctest.Wait()
 		_ = e.rt.SetContainerState("c1", exited, 0)
@@ -157,7 +158,7 @@ func TestShortLivedContainer(t *testing.T) {
 		e.settle()
 		// The relist the first hint triggers lists for a second: the
 		// container lives and goes meanwhile.
-		e.rt.SetLatency(fakeruntime.OpListPodSandbox, time.Second)
+		e.rt.SetLatency(runtime.OpListPodSandbox, time.Second)
 		p := webPod()
 		e.rt.AddContainer(p, fakeruntime.Container{ID: "job", Name: "job", State: running})
 		e.rt.Emit("web", "job", evCreated, time.Time{})
@@ -190,7 +191,7 @@ func TestShortLivedPod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEventedEnv(t, ModeAuto)
 		e.settle()
-		e.rt.SetLatency(fakeruntime.OpListPodSandbox, time.Second)
+		e.rt.SetLatency(runtime.OpListPodSandbox, time.Second)
 		job := fakeruntime.Pod{UID: "job", Name: "job", Namespace: "batch",
 			Sandboxes: []fakeruntime.Sandbox{{ID: "jsb", State: ready}}, Containers: []fakeruntime.Container{{ID: "jc", Name: "run", State: running}}}
 		e.rt.AddPod(job)
@@ -270,8 +271,8 @@ func TestStreamDropsAndRecovers(t *testing.T) {
 		e.settle()
 
 		// The stream breaks and the runtime refuses new ones for a while.
-		e.rt.InjectError(fakeruntime.OpEvents, errors.New("unavailable"))
-		e.rt.InjectError(fakeruntime.OpEvents, errors.New("unavailable"))
+		e.rt.InjectError(runtime.OpGetContainerEvents, errors.New("unavailable"))
+		e.rt.InjectError(runtime.OpGetContainerEvents, errors.New("unavailable"))
 		_ = e.rt.SetContainerState("c1", exited, 1) // lost with the stream
 		e.rt.EndStreams(errors.New("transport is closing"))
 		synctest.Wait()
@@ -328,7 +329,7 @@ func TestNoStream(t *testing.T) {
 					t.Errorf("status line %q", s.String())
 				}
 				// Rarely retried: once at start, then every five minutes.
-				if n := rt.Calls(fakeruntime.OpEvents); n != 1 {
+				if n := rt.Calls(runtime.OpGetContainerEvents); n != 1 {
 					t.Errorf("%d attempts in a minute, want 1", n)
 				}
 				// The runtime gains a stream: the next retry finds it.
@@ -361,7 +362,7 @@ func TestForcedEventedMode(t *testing.T) {
 		if ok, err := g.Healthy(); !ok {
 			t.Errorf("unhealthy before the threshold: %v", err)
 		}
-		if n := rt.Calls(fakeruntime.OpEvents); n < 5 {
+		if n := rt.Calls(runtime.OpGetContainerEvents); n < 5 {
 			t.Errorf("%d attempts in 30 s, want the backoff's pace, not every five minutes", n)
 		}
 		time.Sleep(45 * time.Second)
@@ -378,34 +379,7 @@ func TestGenericModeOpensNoStream(t *testing.T) {
 	rt.EnableEvents(true)
 	e := newEnv(t, rt, func(o *Options) { o.Mode = ModeGeneric })
 	e.relist()
-	if rt.Calls(fakeruntime.OpEvents) != 0 || e.g.source != nil {
+	if rt.Calls(runtime.OpGetContainerEvents) != 0 || e.g.stream != nil {
 		t.Error("generic mode opened the event stream")
-	}
-}
-
-func TestHintTransitions(t *testing.T) {
-	for _, tc := range []struct {
-		stages stage
-		want   []EventType
-	}{
-		{stageCreated | stageStarted | stageStopped | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
-		{stageStarted | stageStopped | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
-		{stageStarted | stageDeleted, []EventType{ContainerStarted, ContainerDied, ContainerRemoved}},
-		{stageStopped | stageDeleted, []EventType{ContainerDied, ContainerRemoved}},
-		{stageCreated | stageDeleted, []EventType{ContainerDied, ContainerRemoved}},
-	} {
-		h := &hint{id: "x", stages: tc.stages}
-		var got []EventType
-		for _, tr := range h.transitions() {
-			types, n := transitionEvents(tr.old, tr.new)
-			for _, typ := range types[:n] {
-				if typ != ContainerChanged {
-					got = append(got, typ)
-				}
-			}
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("stages %04b: %v, want %v", tc.stages, got, tc.want)
-		}
 	}
 }

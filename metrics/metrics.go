@@ -56,6 +56,7 @@ type PLEG struct {
 	HintsCoalesced           prometheus.Counter
 	PodRelists               prometheus.Counter
 	ShortLivedEvents         prometheus.Counter
+	EventsDropped            prometheus.Counter
 	Mode                     *prometheus.GaugeVec
 }
 
@@ -165,6 +166,10 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 		Name: "pleg_evented_short_lived_events_total",
 		Help: "Events of containers the event stream reported but that were gone before a relist could see them.",
 	})
+	m.EventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_events_dropped_total",
+		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they said.",
+	})
 	m.Mode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pleg_mode",
 		Help: "1 for the mode in force: evented while the CRI event stream holds, else generic (relisting alone).",
@@ -215,6 +220,6 @@ func (m *PLEG) collectors() []prometheus.Collector {
 		m.RelistInFlight, m.RelistStarted, m.InspectionDuration, m.InspectionFailures,
 		m.CoalescedEvents, m.InvalidItems,
 		m.EventedConnectionSuccess, m.EventedConnectionErrors, m.EventedLatency,
-		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.Mode,
+		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.EventsDropped, m.Mode,
 	}
 }

@@ -51,6 +51,11 @@ type Options struct {
 	Events EventMode
 	// Faults are the faults active from the start; see SetFaults.
 	Faults Faults
+	// SandboxContainerStatuses makes PodSandboxStatus answers carry a
+	// Timestamp and the statuses of the sandbox's containers, as CRI-O's
+	// do with pod events on; containerd sends neither (2.0.0 to 2.0.2 sent
+	// the timestamp alone).
+	SandboxContainerStatuses bool
 	// GC collects exited containers the way the kubelet's container garbage
 	// collector does, keeping the newest exited container per pod and
 	// container name. Off, exited containers accumulate until their pod is
