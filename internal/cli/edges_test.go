@@ -12,6 +12,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/cri"
 	"github.com/plegkit/pleg/sim"
 	"github.com/plegkit/pleg/sim/simtest"
@@ -129,7 +130,7 @@ func TestWatchSinceNow(t *testing.T) {
 
 		// Once two relists listed the containers, --since-now's relist is
 		// behind us: a pod made now is a change.
-		waitFor(t, "two relists", func() bool { return s.Stats().Calls[sim.OpListContainers] >= 2 })
+		waitFor(t, "two relists", func() bool { return s.Stats().Calls[runtime.OpListContainers] >= 2 })
 		rt, err := cri.New(cri.Options{Endpoint: s.Endpoint(), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
