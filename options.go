@@ -137,8 +137,21 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
+// Validate reports every field that New would refuse, reading a zero
+// field as its default.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // withDefaults fills in unset fields and checks the result.
 func (o Options) withDefaults() (Options, error) {
+	o = o.defaulted()
+	return o, o.validate()
+}
+
+// defaulted is o with its unset fields set to their defaults.
+func (o Options) defaulted() Options {
 	if o.RelistPeriod == 0 {
 		o.RelistPeriod = DefaultRelistPeriod
 	}
@@ -172,6 +185,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	return o
+}
+
+// validate checks options whose defaults are set.
+func (o Options) validate() error {
 	var errs []error
 	if o.RelistPeriod < 0 {
 		errs = append(errs, fmt.Errorf("relist period %v must be positive", o.RelistPeriod))
@@ -199,5 +217,5 @@ func (o Options) withDefaults() (Options, error) {
 	if o.EventedRelistThreshold <= o.EventedRelistPeriod {
 		errs = append(errs, fmt.Errorf("evented relist threshold %v must be greater than the evented relist period %v", o.EventedRelistThreshold, o.EventedRelistPeriod))
 	}
-	return o, errors.Join(errs...)
+	return errors.Join(errs...)
 }
