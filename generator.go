@@ -69,6 +69,9 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pleg: registering metrics: %w", err)
 	}
+	for _, r := range fallbackReasons {
+		m.PayloadFallbacks.WithLabelValues(r)
+	}
 	cache := opts.Cache
 	if cache == nil {
 		cache = podcache.New()

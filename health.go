@@ -166,6 +166,14 @@ func (h *health) podFailed(ref podRef, at time.Time, deadline bool, err error) (
 	return first
 }
 
+// isFailing reports whether the latest inspection of pod uid failed.
+func (h *health) isFailing(uid string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.failing[uid]
+	return ok
+}
+
 // podInspected records a successful inspection of pod uid, or that the pod
 // is gone, and reports whether its inspections had been failing.
 func (h *health) podInspected(uid string) (wasFailing bool) {

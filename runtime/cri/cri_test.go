@@ -33,10 +33,17 @@ type server struct {
 	hang        bool
 	streamCalls atomic.Int32
 	listCalls   atomic.Int32
+	// events are sent to each caller of GetContainerEvents, which then
+	// ends the stream.
+	events []*runtimeapi.ContainerEventResponse
 }
 
 func (s *server) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: "1", RuntimeApiVersion: "v1"}, nil
+}
+
+func (s *server) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{}}, nil
 }
 
 func (s *server) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
@@ -101,15 +108,24 @@ func (s *server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	return s.rt.ContainerStatus(ctx, req.GetContainerId(), req.GetVerbose())
 }
 
+func (s *server) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
+	for _, ev := range s.events {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // serve serves srv on the unix socket path until the returned stop is
 // called (or the test ends).
-func serve(t *testing.T, path string, srv *server) (stop func()) {
+func serve(t *testing.T, path string, srv *server, opts ...grpc.ServerOption) (stop func()) {
 	t.Helper()
 	lis, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	runtimeapi.RegisterRuntimeServiceServer(g, srv)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)

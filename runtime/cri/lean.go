@@ -38,6 +38,17 @@ type leanCodec struct{ encoding.CodecV2 }
 
 func newLeanCodec() leanCodec { return leanCodec{encoding.GetCodecV2(protocodec.Name)} }
 
+// Name implements encoding.CodecV2. It is empty on purpose. grpc-go makes
+// a forced codec's name the call's content-subtype, so a codec named
+// "proto" sends content-type application/grpc+proto. CRI-O serves gRPC and
+// HTTP on one socket through cmux, which takes a connection for gRPC only
+// when its content-type is exactly application/grpc, and drops the others:
+// every list and status call would fail with Unavailable. With no name,
+// the header is the plain application/grpc that every CRI server accepts,
+// and the server decodes with its default codec, proto, which is what this
+// codec sends.
+func (leanCodec) Name() string { return "" }
+
 // Unmarshal implements encoding.CodecV2.
 func (c leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	var err error
