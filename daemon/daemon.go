@@ -24,6 +24,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
@@ -52,6 +53,10 @@ type Config struct {
 	// Profiling serves Go's profiles under /debug/pprof/.
 	Profiling bool
 	Logger    *slog.Logger
+	// Kube, if set, reports into the Kubernetes API: a node condition and
+	// events (package kubereport). Its Logger, Registerer and, when the
+	// runtime tells them, Sizes are set by the daemon.
+	Kube *kubereport.Config
 }
 
 // Daemon is an assembled daemon. Create it with New, then Run it.
@@ -63,6 +68,7 @@ type Daemon struct {
 	Journal  *api.Journal
 	API      *api.Server
 	listener net.Listener
+	kube     *kubereport.Reporter
 }
 
 // New assembles a daemon and opens its listener, so that a bad address or
@@ -93,13 +99,17 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	kube, err := newKubeReporter(cfg, gen, reg)
+	if err != nil {
+		return nil, err
+	}
 	lis, err := Listen(cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
 	journal := api.NewJournal(cfg.EventBuffer, uint64(time.Now().UnixMicro()))
 	d := &Daemon{
-		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, listener: lis,
+		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, listener: lis, kube: kube,
 		API: api.NewServer(api.Options{
 			Checks: []api.Check{{Name: "PLEG", Healthy: gen.Healthy}},
 			Mode: func() (string, string) {
@@ -141,6 +151,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Journal.Run(journalCtx, sub)
 	}()
 	d.Gen.Start()
+	stopKube := startKube(d.kube, d.cfg.Logger)
 
 	srv := &http.Server{Handler: d.API, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(d.API.Close)
@@ -160,6 +171,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
 		err = fmt.Errorf("stopping the API: %w", serr)
 	}
+	stopKube()
 	d.Gen.Stop()
 	stopJournal()
 	<-journalDone

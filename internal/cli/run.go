@@ -20,6 +20,7 @@ func newRunCommand(g *global) *cobra.Command {
 		simulate    bool
 		profiling   bool
 		sim         simFlags
+		kube        kubeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -49,6 +50,7 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 			if simulate {
 				errs = append(errs, sim.validate())
 			}
+			errs = append(errs, kube.validate())
 			return errors.Join(errs...)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,6 +62,10 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 			// one and a half, for a few percent of a core at 10,000 pods.
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(50)
+			}
+			kubeConfig, err := kube.config()
+			if err != nil {
+				return err
 			}
 			rt, cleanup, err := g.watchedRuntime(ctx, simulate, sim, 2*time.Minute)
 			if err != nil {
@@ -74,6 +80,7 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 				MaxStreams:  maxStreams,
 				Profiling:   profiling,
 				Logger:      g.log,
+				Kube:        kubeConfig,
 			})
 			if err != nil {
 				return err
@@ -88,5 +95,7 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 	f.BoolVar(&simulate, "simulate", false, "watch an embedded simulated runtime instead of --runtime-endpoint")
 	f.BoolVar(&profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on --listen")
 	sim.register(f, "sim-")
+	// Reporting into the Kubernetes API: off unless asked.
+	kube.register(f)
 	return cmd
 }

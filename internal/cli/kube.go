@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/plegkit/pleg/kubereport"
+)
+
+// kubeFlags are pleg run's flags for reporting into the Kubernetes API.
+type kubeFlags struct {
+	kubeconfig string
+	inCluster  bool
+	nodeName   string
+}
+
+func (k *kubeFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&k.kubeconfig, "kubeconfig", "", "report a node condition and events to the Kubernetes API server of this kubeconfig file")
+	f.BoolVar(&k.inCluster, "in-cluster", false, "report a node condition and events to the Kubernetes API server, with the pod's service account")
+	f.StringVar(&k.nodeName, "node-name", "", "the Node object to report on (default: $NODE_NAME, else the host name)")
+}
+
+func (k *kubeFlags) enabled() bool { return k.kubeconfig != "" || k.inCluster }
+
+func (k *kubeFlags) validate() error {
+	switch {
+	case k.kubeconfig != "" && k.inCluster:
+		return errors.New("--kubeconfig and --in-cluster: want one of them")
+	case k.nodeName != "" && !k.enabled():
+		return errors.New("--node-name: only with --kubeconfig or --in-cluster")
+	case !k.enabled():
+		return nil
+	}
+	name, err := k.node()
+	if err != nil {
+		return err
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return fmt.Errorf("--node-name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// node is the node name: the flag, the downward API's NODE_NAME, or the
+// host name in lower case, as the kubelet names its node.
+func (k *kubeFlags) node() (string, error) {
+	if k.nodeName != "" {
+		return k.nodeName, nil
+	}
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("--node-name: not set, no NODE_NAME, and the host name is unknown: %w", err)
+	}
+	return strings.ToLower(h), nil
+}
+
+// config returns the reporter's configuration, or nil when reporting is
+// off. It reads the kubeconfig or the service account, and calls nothing.
+func (k *kubeFlags) config() (*kubereport.Config, error) {
+	if !k.enabled() {
+		return nil, nil
+	}
+	name, err := k.node()
+	if err != nil {
+		return nil, err
+	}
+	version := "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	client, err := kubereport.NewClient(kubereport.ClientOptions{
+		Kubeconfig: k.kubeconfig,
+		InCluster:  k.inCluster,
+		UserAgent:  "pleg/" + version + " (" + name + ")",
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &kubereport.Config{NodeName: name, Client: client}, nil
+}
