@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
 
@@ -103,7 +104,7 @@ func BenchmarkInspectConcurrency(b *testing.B) {
 			if err := g.Relist(ctx); err != nil {
 				b.Fatal(err)
 			}
-			rt.SetLatency(fakeruntime.OpPodSandboxStatus, 5*time.Millisecond)
+			rt.SetLatency(runtime.OpPodSandboxStatus, 5*time.Millisecond)
 			i := 1
 			for b.Loop() {
 				rt.Load(states[i%2])

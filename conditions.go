@@ -26,18 +26,6 @@ func RunningContainerWatchCondition(name string, cond func(*runtimeapi.Container
 	}
 }
 
-// SetPodWatchCondition sets the condition called key on pod uid, replacing
-// any condition of that name. Until it holds, the pod is inspected at every
-// relist, whether or not a container changed; the relist at which it holds
-// removes it and delivers ConditionMet for the pod (one event however many
-// conditions held). A condition replaced while being evaluated is kept.
-// Conditions of a pod that is no longer listed are dropped. Use it to wait
-// for changes the runtime does not show as container state changes, such
-// as an in-place resize.
-func (g *Generator) SetPodWatchCondition(uid, key string, cond WatchCondition) {
-	g.conditions.set(uid, key, cond)
-}
-
 // versionedCondition tells a condition from the one that replaced it: each
 // set gets a version no other set has had.
 type versionedCondition struct {

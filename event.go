@@ -41,7 +41,9 @@ type Event struct {
 	// sandboxes like containers and cannot tell them apart in its events.
 	Sandbox bool
 
-	// Observed is the time of the relist that saw the change.
+	// Observed is when the generator saw the change: the start of the
+	// relist that listed it, or the receipt of the runtime's event whose
+	// payload told it.
 	Observed time.Time
 }
 
@@ -88,5 +90,34 @@ func transitionEvents(old, new state) (events [2]EventType, n int) {
 		return [2]EventType{ContainerRemoved}, 1
 	default:
 		return [2]EventType{ContainerDied, ContainerRemoved}, 2
+	}
+}
+
+// Ranks order the steps of a container's or sandbox's life: it is created
+// (unknown), runs, exits and is removed, and never goes back. A later
+// observation of one container never ranks lower than an earlier one.
+const (
+	rankNone = iota // not created yet
+	rankCreated
+	rankRunning
+	rankExited
+	rankRemoved
+)
+
+// rank places a state in a container's life; non-existent is rankNone
+// before the container was seen, and rankRemoved after (after true).
+func (s state) rank(after bool) int {
+	switch s {
+	case stateUnknown:
+		return rankCreated
+	case stateRunning:
+		return rankRunning
+	case stateExited:
+		return rankExited
+	default:
+		if after {
+			return rankRemoved
+		}
+		return rankNone
 	}
 }

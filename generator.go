@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"k8s.io/utils/clock"
 
@@ -19,46 +17,39 @@ import (
 // Generator is a relisting pod lifecycle event generator: it lists the
 // runtime's sandboxes and containers every RelistPeriod, compares each pod
 // with what it saw before, inspects the pods that changed into the cache,
-// and delivers one event per container state change.
+// and delivers one event per container state change. Where the runtime has
+// a container event stream, events ask for relists of their pods in
+// between, and slow global relists down to a safety net.
 //
-// All methods are safe for concurrent use.
+// All methods are safe for concurrent use. Every exported method is in
+// this file; relist.go holds relisting, evented.go the handling of the
+// event stream, stream.go its supervision, hints.go what events tell that
+// relists cannot see.
 type Generator struct {
+	// Set by New and read-only after.
 	rt      runtime.Runtime
 	opts    Options
 	cache   Cache
 	clock   clock.WithDelayedExecution
 	log     *slog.Logger
 	metrics *metrics.PLEG
+	// stream is nil in generic mode and for a runtime without a stream.
+	stream *streamSupervisor
 
-	// relistMu serializes global and per-pod relists; it guards the fields
-	// below it.
+	// Safe for use from any goroutine: each locks itself.
+	health     *health          // how relisting fares: Healthy, Status
+	out        *fanout          // delivery to Watch and the subscriptions
+	requests   *requestQueue    // pods to relist now: RequestRelist, events
+	reinspect  podSet           // pods to inspect at their next relist
+	conditions *watchConditions // SetPodWatchCondition
+	events     *eventQueue      // from the stream to the relist loop
+	relistNow  chan struct{}    // a global relist, now
+
+	// relistMu is held by whoever relists: the relist loop, or a caller
+	// of Relist. It owns st, the relist state, and makes its holder the
+	// one writer of the cache.
 	relistMu sync.Mutex
-	records  map[string]*podRecord
-	pass     uint64
-	listed   []*podRecord
-	last     *podRecord // the record group last touched
-	// sandboxPods maps sandbox IDs to pod UIDs for containers that lack the
-	// pod UID label; built only when one does.
-	sandboxPods map[string]string
-	invalid     *invalidItems
-	// listFailingSince is when global lists started failing; zero while
-	// they succeed.
-	listFailingSince time.Time
-
-	// relistTime is the start of the last successful global relist.
-	relistTime atomic.Pointer[time.Time]
-
-	reinspect  podSet
-	requests   *requestQueue
-	conditions *watchConditions
-	out        *fanout
-
-	// Evented operation: source is nil in generic mode or for a runtime
-	// without an event stream.
-	source    runtime.EventSource
-	stream    *streamState
-	hints     *hintBook
-	relistNow chan struct{}
+	st       relistState
 
 	runMu  sync.Mutex
 	cancel context.CancelFunc
@@ -78,30 +69,37 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pleg: registering metrics: %w", err)
 	}
+	for _, r := range fallbackReasons {
+		m.PayloadFallbacks.WithLabelValues(r)
+	}
 	cache := opts.Cache
 	if cache == nil {
 		cache = podcache.New()
 	}
 	g := &Generator{
-		rt:          rt,
-		opts:        opts,
-		cache:       cache,
-		clock:       opts.Clock,
-		log:         opts.Logger,
-		metrics:     m,
-		records:     make(map[string]*podRecord),
-		sandboxPods: make(map[string]string),
-		invalid:     newInvalidItems(opts.Logger, m),
-		reinspect:   podSet{set: make(map[string]struct{})},
-		requests:    newRequestQueue(),
-		conditions:  newWatchConditions(),
-		out:         newFanout(opts.ChannelCapacity, m, opts.Logger),
-		stream:      newStreamState(),
-		hints:       newHintBook(),
-		relistNow:   make(chan struct{}, 1),
+		rt:         rt,
+		opts:       opts,
+		cache:      cache,
+		clock:      opts.Clock,
+		log:        opts.Logger,
+		metrics:    m,
+		health:     newHealth(),
+		out:        newFanout(opts.ChannelCapacity, m, opts.Logger),
+		requests:   newRequestQueue(),
+		reinspect:  podSet{set: make(map[string]struct{})},
+		conditions: newWatchConditions(),
+		events:     newEventQueue(),
+		relistNow:  make(chan struct{}, 1),
+		st: relistState{
+			records:     make(map[string]*podRecord),
+			sandboxPods: make(map[string]string),
+			invalid:     newInvalidItems(opts.Logger, m),
+			hints:       newHintBook(),
+		},
 	}
 	if src, ok := rt.(runtime.EventSource); ok && opts.Mode != ModeGeneric {
-		g.source = src
+		g.stream = newStreamSupervisor(src, opts, m)
+		g.stream.deliver, g.stream.changed = g.enqueueEvent, g.streamChanged
 	}
 	return g, nil
 }
@@ -110,8 +108,9 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 func (g *Generator) Cache() Cache { return g.cache }
 
 // Start starts relisting: at once, then RelistPeriod after each relist
-// ends, and serving RequestRelist in between. Starting a running generator
-// does nothing; a stopped one can be started again.
+// ends, and serving RequestRelist and the event stream in between.
+// Starting a running generator does nothing; a stopped one can be started
+// again.
 func (g *Generator) Start() {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
@@ -137,60 +136,16 @@ func (g *Generator) Stop() {
 	g.cancel, g.done = nil, nil
 }
 
-// run is the relist loop. A due global relist goes before per-pod
-// requests; a request that a global relist started after has been served
-// by it and is skipped (one that started at the same instant may have
-// listed before the change, so it does not count).
-func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
-	var watcher sync.WaitGroup
-	defer close(done)
-	defer watcher.Wait()
-	if g.source != nil {
-		watcher.Go(func() { g.watchEvents(ctx) })
-		// Subscribe first: a change between the first list and the
-		// stream's start would otherwise be seen by neither.
-		select {
-		case <-g.stream.attempted:
-		case <-g.clock.After(firstAttemptWait):
-		case <-ctx.Done():
-		}
-	}
-	timer := g.clock.NewTimer(0)
-	defer timer.Stop()
-	relist := func() {
-		_ = g.Relist(ctx) // logged and measured inside
-		g.updateMode()
-		timer.Reset(g.period())
-	}
-	for ctx.Err() == nil {
-		select {
-		case <-timer.C():
-			relist()
-			continue
-		default:
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C():
-			relist()
-		case <-g.relistNow:
-			relist()
-		case <-g.requests.ready:
-			uid, at, ok := g.requests.pop()
-			if ok && !g.lastRelist().After(at) {
-				g.relistPod(ctx, uid)
-			}
-		}
-	}
-}
-
-// lastRelist returns the start of the last successful global relist.
-func (g *Generator) lastRelist() time.Time {
-	if t := g.relistTime.Load(); t != nil {
-		return *t
-	}
-	return time.Time{}
+// Relist lists the runtime once and reconciles every pod: it delivers the
+// events of the pods whose containers changed, after writing their fresh
+// status to the cache, re-inspects the pods whose last inspection failed or
+// that were asked for, and then stamps the cache's global time. It returns
+// the list error, the only one that fails a relist; a pod whose inspection
+// fails is retried at the next relist.
+func (g *Generator) Relist(ctx context.Context) error {
+	g.relistMu.Lock()
+	defer g.relistMu.Unlock()
+	return g.relist(ctx)
 }
 
 // Healthy reports whether a global relist succeeded recently enough, with
@@ -200,20 +155,36 @@ func (g *Generator) lastRelist() time.Time {
 // while the event stream drives. In ModeEvented it is also unhealthy once
 // the event stream has been down for RelistThreshold.
 func (g *Generator) Healthy() (bool, error) {
-	last := g.lastRelist()
+	last := g.health.last()
 	if last.IsZero() {
 		return false, errors.New("pleg has yet to be successful")
 	}
 	if elapsed, threshold := g.clock.Since(last), g.threshold(); elapsed > threshold {
 		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
 	}
-	if g.opts.Mode == ModeEvented && g.source != nil {
+	if g.opts.Mode == ModeEvented && g.stream != nil {
 		connected, since, err, _ := g.stream.snapshot()
 		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
 			return false, fmt.Errorf("the container event stream has been down for %v; threshold is %v: %v", down, g.opts.RelistThreshold, err)
 		}
 	}
 	return true, nil
+}
+
+// Status returns how the generator learns of changes at the moment and how
+// its relisting fares: what a health page or a report to the cluster
+// shows. It never calls the runtime.
+func (g *Generator) Status() Status {
+	s := Status{Mode: g.opts.Mode, RelistPeriod: g.period(), RelistThreshold: g.threshold()}
+	switch {
+	case g.stream != nil:
+		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.snapshot()
+		s.Evented = g.evented()
+	case g.opts.Mode != ModeGeneric:
+		s.NoStream = true // the runtime is no EventSource
+	}
+	g.health.fill(&s)
+	return s
 }
 
 // Watch returns the kubelet-compatible event channel, of capacity
@@ -241,35 +212,77 @@ func (g *Generator) RequestReinspect(uid string) {
 	g.reinspect.add(uid)
 }
 
-// podSet is a set of pod UIDs safe for concurrent use.
-type podSet struct {
-	mu  sync.Mutex
-	set map[string]struct{}
+// SetPodWatchCondition sets the condition called key on pod uid, replacing
+// any condition of that name. Until it holds, the pod is inspected at every
+// relist, whether or not a container changed; the relist at which it holds
+// removes it and delivers ConditionMet for the pod (one event however many
+// conditions held). A condition replaced while being evaluated is kept.
+// Conditions of a pod that is no longer listed are dropped. Use it to wait
+// for changes the runtime does not show as container state changes, such
+// as an in-place resize.
+func (g *Generator) SetPodWatchCondition(uid, key string, cond WatchCondition) {
+	g.conditions.set(uid, key, cond)
 }
 
-func (s *podSet) add(uid string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.set[uid] = struct{}{}
-}
-
-// take removes uid and reports whether it was there.
-func (s *podSet) take(uid string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.set[uid]
-	delete(s.set, uid)
-	return ok
-}
-
-// takeAll empties the set and returns what it held; nil when empty.
-func (s *podSet) takeAll() map[string]struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.set) == 0 {
-		return nil
+// run is the relist loop. Events from the stream go first, since they are
+// cheap and late events are what evented mode exists to avoid; then a due
+// global relist; then per-pod requests. A request that a global relist
+// started after has been served by it and is skipped (one that started at
+// the same instant may have listed before the change, so it does not
+// count).
+func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
+	var watcher sync.WaitGroup
+	defer close(done)
+	defer watcher.Wait()
+	if g.stream != nil {
+		watcher.Go(func() { g.stream.run(ctx) })
+		// Subscribe first: a change between the first list and the
+		// stream's start would otherwise be seen by neither.
+		select {
+		case <-g.stream.attempted:
+		case <-g.clock.After(firstAttemptWait):
+		case <-ctx.Done():
+		}
 	}
-	all := s.set
-	s.set = make(map[string]struct{})
-	return all
+	timer := g.clock.NewTimer(0)
+	defer timer.Stop()
+	locked := func(f func()) {
+		g.relistMu.Lock()
+		defer g.relistMu.Unlock()
+		f()
+	}
+	relist := func() {
+		locked(func() { _ = g.relist(ctx) }) // logged and measured inside
+		g.updateMode()
+		timer.Reset(g.period())
+	}
+	for ctx.Err() == nil {
+		select {
+		case <-g.events.ready:
+			locked(g.handleEvents)
+			continue
+		default:
+		}
+		select {
+		case <-timer.C():
+			relist()
+			continue
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.events.ready:
+			locked(g.handleEvents)
+		case <-timer.C():
+			relist()
+		case <-g.relistNow:
+			relist()
+		case <-g.requests.ready:
+			uid, at, ok := g.requests.pop()
+			if ok && !g.health.last().After(at) {
+				locked(func() { g.relistPod(ctx, uid) })
+			}
+		}
+	}
 }

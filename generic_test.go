@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
 
@@ -153,8 +154,8 @@ func TestRemoveCacheEntry(t *testing.T) {
 	if _, ok := e.cache.GetEntry("1234"); ok {
 		t.Error("entry still cached")
 	}
-	if len(e.g.records) != 0 {
-		t.Errorf("%d records left, want none", len(e.g.records))
+	if len(e.g.st.records) != 0 {
+		t.Errorf("%d records left, want none", len(e.g.st.records))
 	}
 }
 
@@ -186,7 +187,7 @@ func TestHealthy(t *testing.T) {
 	check(false, "pleg was last seen active 3m1s ago; threshold is 3m0s")
 
 	// A failed relist does not count as activity.
-	e.rt.InjectError(fakeruntime.OpListPodSandbox, errors.New("runtime down"))
+	e.rt.InjectError(runtime.OpListPodSandbox, errors.New("runtime down"))
 	if err := e.g.Relist(t.Context()); err == nil {
 		t.Fatal("Relist succeeded with a failing runtime")
 	}
@@ -212,7 +213,7 @@ func TestLastSeenUpdatedByRelist(t *testing.T) {
 	if got := testutil.ToFloat64(e.g.metrics.LastSeen); got != want {
 		t.Errorf("kubelet_pleg_last_seen_seconds = %v, want %v", got, want)
 	}
-	e.rt.InjectError(fakeruntime.OpListContainers, errors.New("down"))
+	e.rt.InjectError(runtime.OpListContainers, errors.New("down"))
 	e.clock.Step(time.Minute)
 	_ = e.g.Relist(t.Context())
 	if got := testutil.ToFloat64(e.g.metrics.LastSeen); got != want {
@@ -409,7 +410,7 @@ func TestRelistFailureChangesNothing(t *testing.T) {
 	global := e.cache.GlobalTime()
 
 	e.rt.SetPods(pod("p1", ctr("c1", exited)))
-	e.rt.InjectError(fakeruntime.OpListContainers, errors.New("runtime down"))
+	e.rt.InjectError(runtime.OpListContainers, errors.New("runtime down"))
 	e.clock.Step(time.Second)
 	if err := e.g.Relist(t.Context()); err == nil || !strings.Contains(err.Error(), "runtime down") {
 		t.Fatalf("Relist error = %v, want the list error", err)

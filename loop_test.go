@@ -88,7 +88,7 @@ func TestWorkerLoop(t *testing.T) {
 			if !released(w1) || released(w2) {
 				t.Error("want the waiter for pod1 released and the one for pod2 still waiting")
 			}
-			if g.lastRelist() != t0 {
+			if g.health.last() != t0 {
 				t.Error("a per-pod relist moved the global relist time")
 			}
 		})
@@ -131,7 +131,7 @@ func TestWorkerLoop(t *testing.T) {
 
 			// Keep the loop in a per-pod relist of pod1 from 1 s to 2.5 s;
 			// the global relist falls due at 2 s and runs until 4 s.
-			rt.SetLatency(fakeruntime.OpListPodSandbox, 1500*time.Millisecond)
+			rt.SetLatency(runtime.OpListPodSandbox, 1500*time.Millisecond)
 			time.Sleep(time.Second)
 			rt.ResetCalls()
 			g.RequestRelist("pod1")
@@ -142,7 +142,7 @@ func TestWorkerLoop(t *testing.T) {
 			synctest.Wait()
 
 			// pod1's relist, then the global one; no relist of pod2 alone.
-			if n := rt.Calls(fakeruntime.OpListPodSandbox); n != 2 {
+			if n := rt.Calls(runtime.OpListPodSandbox); n != 2 {
 				t.Errorf("%d sandbox lists, want 2 (pod1, then global)", n)
 			}
 			if rt.ItemCalls("c1") != 0 {
@@ -167,7 +167,7 @@ func TestWorkerLoop(t *testing.T) {
 			drain(ch)
 			before, _ := cache.GetEntry("pod1")
 
-			rt.SetLatency(fakeruntime.OpListPodSandbox, 1500*time.Millisecond)
+			rt.SetLatency(runtime.OpListPodSandbox, 1500*time.Millisecond)
 			time.Sleep(time.Second)
 			rt.ResetCalls()
 			g.RequestRelist("other") // keeps the loop busy until 2.5 s
@@ -177,7 +177,7 @@ func TestWorkerLoop(t *testing.T) {
 			time.Sleep(3800 * time.Millisecond)
 			synctest.Wait()
 
-			if n := rt.Calls(fakeruntime.OpListPodSandbox); n != 2 {
+			if n := rt.Calls(runtime.OpListPodSandbox); n != 2 {
 				t.Errorf("%d sandbox lists, want 2 (other, then global)", n)
 			}
 			if rt.ItemCalls("c1") != 1 {
@@ -227,17 +227,17 @@ func TestStartStop(t *testing.T) {
 		g.Start()
 		g.Start() // no second loop
 		synctest.Wait()
-		if n := rt.Calls(fakeruntime.OpListContainers); n != 1 {
+		if n := rt.Calls(runtime.OpListContainers); n != 1 {
 			t.Fatalf("%d relists at start, want 1", n)
 		}
 		time.Sleep(loopPeriod)
 		synctest.Wait()
-		if n := rt.Calls(fakeruntime.OpListContainers); n != 2 {
+		if n := rt.Calls(runtime.OpListContainers); n != 2 {
 			t.Fatalf("%d relists after one period, want 2", n)
 		}
 
 		// Stop cancels a relist that hangs on the runtime.
-		rt.SetLatency(fakeruntime.OpListContainers, time.Hour)
+		rt.SetLatency(runtime.OpListContainers, time.Hour)
 		time.Sleep(loopPeriod)
 		synctest.Wait()
 		g.Stop()
@@ -246,15 +246,15 @@ func TestStartStop(t *testing.T) {
 			t.Error("unhealthy right after a stop")
 		}
 
-		rt.SetLatency(fakeruntime.OpListContainers, 0)
+		rt.SetLatency(runtime.OpListContainers, 0)
 		rt.ResetCalls()
 		time.Sleep(time.Hour)
-		if n := rt.Calls(fakeruntime.OpListContainers); n != 0 {
+		if n := rt.Calls(runtime.OpListContainers); n != 0 {
 			t.Errorf("%d relists while stopped", n)
 		}
 		g.Start()
 		synctest.Wait()
-		if n := rt.Calls(fakeruntime.OpListContainers); n != 1 {
+		if n := rt.Calls(runtime.OpListContainers); n != 1 {
 			t.Errorf("%d relists after a restart, want 1", n)
 		}
 		g.Stop()

@@ -3,6 +3,7 @@ package pleg
 import (
 	"slices"
 	"strings"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -54,17 +55,18 @@ type podRecord struct {
 	old []entry
 	cur []entry
 
-	// listed is the number of the last list pass that saw the pod.
-	listed uint64
+	// listedPass is the number of the last list pass that saw the pod.
+	listedPass uint64
 	// runningSandbox is set when the latest list saw a ready sandbox.
 	runningSandbox bool
-	// failing is set while the pod's inspections fail.
-	failing bool
+	// modified is the time of the observation the pod's cache entry came
+	// from: the start of the relist that last wrote it.
+	modified time.Time
 }
 
 // startListing resets what the latest list saw, keeping the memory.
 func (r *podRecord) startListing(pass uint64) {
-	r.listed = pass
+	r.listedPass = pass
 	r.cur = r.cur[:0]
 	r.name, r.namespace = "", ""
 	r.runningSandbox = false

@@ -20,101 +20,53 @@ import (
 // could not be inspected from its own wait being cut short.
 var ErrInspectTimeout = errors.New("pod inspection deadline exceeded")
 
-// Relist lists the runtime once and reconciles every pod: it delivers the
-// events of the pods whose containers changed, after writing their fresh
-// status to the cache, re-inspects the pods whose last inspection failed or
-// that were asked for, and then stamps the cache's global time. It returns
-// the list error, the only one that fails a relist; a pod whose inspection
-// fails is retried at the next relist.
-func (g *Generator) Relist(ctx context.Context) error {
-	g.relistMu.Lock()
-	defer g.relistMu.Unlock()
-
+// relist is a global relist (see Relist). Callers hold relistMu.
+func (g *Generator) relist(ctx context.Context) error {
+	st := &g.st
 	start := g.clock.Now()
-	if last := g.lastRelist(); !last.IsZero() {
+	if last := g.health.last(); !last.IsZero() {
 		g.metrics.RelistInterval.Observe(start.Sub(last).Seconds())
 	}
+	g.health.relistStarted(start)
 	g.metrics.RelistInFlight.Set(1)
 	g.metrics.RelistStarted.Set(float64(start.UnixNano()) / 1e9)
 	defer func() {
 		g.metrics.RelistDuration.Observe(g.clock.Since(start).Seconds())
 		g.metrics.RelistInFlight.Set(0)
+		g.health.relistDone()
 	}()
 
-	sandboxes, containers, err := g.list(ctx, nil, nil)
+	sandboxes, containers, err := g.list(ctx, start, "")
 	if err != nil {
-		if ctx.Err() == nil {
-			// A runtime that is down fails every relist: say it once
-			// loudly, then quietly until it answers again.
-			level := slog.LevelDebug
-			if g.listFailingSince.IsZero() {
-				g.listFailingSince, level = start, slog.LevelError
-			}
-			g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.listFailingSince)
-		}
 		return err
 	}
-	if !g.listFailingSince.IsZero() {
-		g.log.Info("GenericPLEG: Runtime answers again", "failedFor", start.Sub(g.listFailingSince))
-		g.listFailingSince = time.Time{}
-	}
-	g.relistTime.Store(&start)
+	g.health.relisted(start)
 	g.metrics.LastSeen.Set(float64(start.Unix()))
+	g.absorbEvents("")
 
-	g.pass++
-	g.group(sandboxes, containers, "")
+	st.group(sandboxes, containers, "")
 	g.updateRunningMetrics()
 
 	// Requests for pods the list does not hold are dropped with them.
-	reinspect := g.reinspect.takeAll()
-	watched := g.conditions.pods()
-	pending := g.hints.hinted()
-	hints := func(rec *podRecord) hinted {
-		if _, ok := pending[rec.uid]; !ok {
-			return hinted{}
-		}
-		delete(pending, rec.uid)
-		return g.takeHints(rec, start)
-	}
-	var work []podWork
-	for _, rec := range g.listed {
-		_, flagged := reinspect[rec.uid]
-		_, hasConditions := watched[rec.uid]
-		if w, ok := workFor(rec, false, flagged, hasConditions, hints(rec)); ok {
-			work = append(work, w)
-		}
-	}
-	for _, rec := range g.records {
-		if rec.listed != g.pass {
-			rec.vanish()
-			_, flagged := reinspect[rec.uid]
-			w, _ := workFor(rec, true, flagged, false, hints(rec))
-			work = append(work, w)
-		}
-	}
-	// Pods the stream reported that no list has held: born and gone in
-	// between.
-	for uid, ph := range pending {
-		rec := &podRecord{uid: uid, name: ph.name, namespace: ph.namespace}
-		if h := g.takeHints(rec, start); len(h.extra) > 0 {
-			work = append(work, podWork{rec: rec, gone: true, transitions: h.extra})
-		}
-	}
+	work := st.plan(g.reinspect.takeAll(), g.conditions.pods(), start)
 	g.conditions.retain(func(uid string) bool {
-		rec, ok := g.records[uid]
-		return ok && rec.listed == g.pass
+		rec, ok := st.records[uid]
+		return ok && rec.listedPass == st.pass
 	})
 
 	g.reconcileAll(ctx, work, start)
 
 	for _, w := range work {
 		if w.gone {
-			delete(g.records, w.rec.uid)
+			delete(st.records, w.rec.uid)
 		}
 	}
-	g.invalid.forgetBefore(g.pass)
-	g.hints.prune(start)
-	g.dropListItems()
+	st.invalid.forgetBefore(st.pass)
+	st.hints.prune(start, func(uid, id string) bool {
+		rec, ok := st.records[uid]
+		return ok && (rec.knows(id, false) || rec.knows(id, true))
+	})
+	st.dropListItems()
 	if err := ctx.Err(); err != nil {
 		// Stopped: some pods were not written, so the cache cannot claim
 		// that every entry is as new as start.
@@ -126,42 +78,38 @@ func (g *Generator) Relist(ctx context.Context) error {
 }
 
 // relistPod lists and reconciles one pod, leaving the others alone.
+// Callers hold relistMu.
 func (g *Generator) relistPod(ctx context.Context, uid string) {
-	g.relistMu.Lock()
-	defer g.relistMu.Unlock()
-
+	st := &g.st
 	start := g.clock.Now()
 	g.metrics.PodRelists.Inc()
 	defer func() { g.metrics.PodRelistDuration.Observe(g.clock.Since(start).Seconds()) }()
 
-	sandboxes, containers, err := g.list(ctx, runtime.PodSandboxFilterForPod(uid), runtime.ContainerFilterForPod(uid))
+	sandboxes, containers, err := g.list(ctx, start, uid)
 	if err != nil {
 		// The next global relist will see the pod.
-		if ctx.Err() == nil {
-			g.log.Error("GenericPLEG: Unable to retrieve pod", "pod", uid, "err", err)
-		}
 		return
 	}
-	g.pass++
-	g.group(sandboxes, containers, uid)
+	g.absorbEvents(uid)
+	st.group(sandboxes, containers, uid)
 
-	rec, known := g.records[uid]
+	rec, known := st.records[uid]
 	if !known {
 		// Not listed now nor before; the stream may still know of it.
 		rec = &podRecord{uid: uid}
 	}
-	gone := rec.listed != g.pass
+	gone := rec.listedPass != st.pass
 	if gone {
 		rec.vanish()
 		g.conditions.drop(uid)
 	}
-	if w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid), g.takeHints(rec, start)); ok && (known || len(w.transitions) > 0) {
+	if w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid), st.hints.take(uid, rec.knows, start)); ok && (known || len(w.transitions) > 0) {
 		g.reconcileAll(ctx, []podWork{w}, start)
 	}
 	if gone {
-		delete(g.records, uid)
+		delete(st.records, uid)
 	}
-	g.dropListItems()
+	st.dropListItems()
 	if ctx.Err() != nil {
 		return
 	}
@@ -169,142 +117,52 @@ func (g *Generator) relistPod(ctx context.Context, uid string) {
 	g.cache.SetObservedTime(uid, start)
 }
 
-// dropListItems lets go of the list items the records point to, which
-// only inspection needed: until the next relist, the whole list would
-// stay in memory for nothing (at 10,000 pods, over 100 MB).
-func (g *Generator) dropListItems() {
-	for _, rec := range g.listed {
-		for i := range rec.cur {
-			rec.cur[i].sb, rec.cur[i].c = nil, nil
-		}
+// list returns the runtime's sandboxes and containers, of pod only if set.
+// A runtime that is down fails every list, global or of one pod: that is
+// said once, loudly, then quietly until it answers again.
+func (g *Generator) list(ctx context.Context, start time.Time, pod string) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
+	var sf *runtimeapi.PodSandboxFilter
+	var cf *runtimeapi.ContainerFilter
+	if pod != "" {
+		sf, cf = runtime.PodSandboxFilterForPod(pod), runtime.ContainerFilterForPod(pod)
 	}
-}
-
-// list returns the runtime's sandboxes and containers.
-func (g *Generator) list(ctx context.Context, sf *runtimeapi.PodSandboxFilter, cf *runtimeapi.ContainerFilter) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
 	sandboxes, err := g.rt.ListPodSandbox(ctx, sf)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing pod sandboxes: %w", err)
+		err = fmt.Errorf("listing pod sandboxes: %w", err)
+		g.listFailed(ctx, start, pod, err)
+		return nil, nil, err
 	}
 	containers, err := g.rt.ListContainers(ctx, cf)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing containers: %w", err)
+		err = fmt.Errorf("listing containers: %w", err)
+		g.listFailed(ctx, start, pod, err)
+		return nil, nil, err
+	}
+	if _, since := g.health.listed(start, nil); !since.IsZero() {
+		g.log.Info("GenericPLEG: Runtime answers again", "failedFor", start.Sub(since))
+		if g.stream != nil {
+			// Its event stream very likely does too: the backoff grown
+			// meanwhile would keep the stream down long after.
+			g.stream.retryNow()
+		}
 	}
 	return sandboxes, containers, nil
 }
 
-// group sorts the listed sandboxes and containers into pod records, as
-// list pass g.pass. With only set, items of other pods are ignored. After
-// it, g.listed holds the records the lists saw, in list order.
-func (g *Generator) group(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, only string) {
-	g.listed = g.listed[:0]
-	g.last = nil
-	for _, sb := range sandboxes {
-		switch {
-		case sb == nil:
-			g.invalid.report(g.pass, invalidNilItem, "sandbox", "")
-			continue
-		case sb.Id == "":
-			g.invalid.report(g.pass, invalidEmptyID, "sandbox", "", "pod", sb.GetMetadata().GetUid())
-			continue
-		case sb.Metadata == nil || sb.Metadata.Uid == "":
-			g.invalid.report(g.pass, invalidNilMetadata, "sandbox", sb.Id)
-			continue
-		}
-		md := sb.Metadata
-		if only != "" && md.Uid != only {
-			continue
-		}
-		st, ok := sandboxState(sb.State)
-		if !ok {
-			g.invalid.report(g.pass, invalidUnknownState, "sandbox", sb.Id, "pod", md.Uid, "state", int32(sb.State))
-		}
-		rec := g.record(md.Uid, md.Name, md.Namespace)
-		rec.cur = append(rec.cur, entry{id: sb.Id, state: st, sandbox: true, sb: sb})
-		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			rec.runningSandbox = true
-		}
+// listFailed records and logs a failed list, unless ctx ended.
+func (g *Generator) listFailed(ctx context.Context, start time.Time, pod string, err error) {
+	if ctx.Err() != nil {
+		return
 	}
-
-	indexed := false
-	for _, c := range containers {
-		switch {
-		case c == nil:
-			g.invalid.report(g.pass, invalidNilItem, "container", "")
-			continue
-		case c.Id == "":
-			g.invalid.report(g.pass, invalidEmptyID, "container", "", "sandbox", c.PodSandboxId)
-			continue
-		}
-		uid := c.Labels[runtime.PodUIDLabel]
-		if uid == "" {
-			// The kubelet files such containers under an empty pod UID.
-			// Their sandbox knows their pod.
-			if !indexed {
-				g.indexSandboxes(sandboxes)
-				indexed = true
-			}
-			uid = g.sandboxPods[c.PodSandboxId]
-			if uid == "" {
-				g.invalid.report(g.pass, invalidNoPod, "container", c.Id, "sandbox", c.PodSandboxId)
-				continue
-			}
-		}
-		if only != "" && uid != only {
-			continue
-		}
-		name := c.GetMetadata().GetName()
-		if c.Metadata == nil {
-			name = c.Labels[runtime.ContainerNameLabel]
-			g.invalid.report(g.pass, invalidNilMetadata, "container", c.Id, "pod", uid)
-		}
-		st, ok := containerState(c.State)
-		if !ok {
-			g.invalid.report(g.pass, invalidUnknownState, "container", c.Id, "pod", uid, "state", int32(c.State))
-		}
-		rec := g.record(uid, c.Labels[runtime.PodNameLabel], c.Labels[runtime.PodNamespaceLabel])
-		rec.cur = append(rec.cur, entry{id: c.Id, name: name, state: st, c: c})
+	first, _ := g.health.listed(start, err)
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelError
 	}
-
-	for _, rec := range g.listed {
-		for _, id := range rec.finishListing() {
-			g.invalid.report(g.pass, invalidDuplicateID, "item", id, "pod", rec.uid)
-		}
-	}
-}
-
-// record returns the record of pod uid for the current list pass, creating
-// it for a pod not seen before, and checks that the pod keeps one name.
-func (g *Generator) record(uid, name, namespace string) *podRecord {
-	// Runtimes tend to list a pod's items together: skip the map then.
-	rec := g.last
-	if rec == nil || rec.uid != uid {
-		var ok bool
-		if rec, ok = g.records[uid]; !ok {
-			rec = &podRecord{uid: uid}
-			g.records[uid] = rec
-		}
-		g.last = rec
-	}
-	if rec.listed != g.pass {
-		rec.startListing(g.pass)
-		g.listed = append(g.listed, rec)
-	}
-	switch {
-	case rec.name == "" && rec.namespace == "":
-		rec.name, rec.namespace = name, namespace
-	case name != "" && (name != rec.name || namespace != rec.namespace):
-		g.invalid.report(g.pass, invalidPodNameConflict, "pod", uid, "name", rec.namespace+"/"+rec.name, "otherName", namespace+"/"+name)
-	}
-	return rec
-}
-
-func (g *Generator) indexSandboxes(sandboxes []*runtimeapi.PodSandbox) {
-	clear(g.sandboxPods)
-	for _, sb := range sandboxes {
-		if uid := sb.GetMetadata().GetUid(); uid != "" && sb.GetId() != "" {
-			g.sandboxPods[sb.Id] = uid
-		}
+	if pod == "" {
+		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.health.listFailing())
+	} else {
+		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pod", "pod", pod, "err", err, "failingSince", g.health.listFailing())
 	}
 }
 
@@ -313,7 +171,7 @@ func (g *Generator) indexSandboxes(sandboxes []*runtimeapi.PodSandbox) {
 func (g *Generator) updateRunningMetrics() {
 	running := 0
 	var counts [4]int
-	for _, rec := range g.listed {
+	for _, rec := range g.st.seen {
 		if rec.runningSandbox {
 			running++
 		}
@@ -333,139 +191,65 @@ func (g *Generator) updateRunningMetrics() {
 	g.metrics.SetRunningContainers(counts[0], counts[1], counts[2], counts[3])
 }
 
-// podWork is a pod to reconcile.
-type podWork struct {
-	rec         *podRecord
-	transitions []transition
-	reinspect   bool
-	gone        bool
+// inspection is what the runtime said of one pod.
+type inspection struct {
+	status *runtime.PodStatus
+	err    error
 }
 
-// workFor decides whether rec needs reconciling: a container changed, the
-// pod is gone, it is due for re-inspection, it has watch conditions, or
-// hints report containers the lists never saw.
-func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (podWork, bool) {
-	w := podWork{rec: rec, gone: gone, reinspect: reinspect}
-	if gone || !rec.unchanged() {
-		for _, t := range rec.transitions() {
-			w.transitions = append(w.transitions, expand(t, h.seen[hintKey{t.id, t.sandbox}])...)
-		}
-	}
-	w.transitions = append(w.transitions, h.extra...)
-	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions
-}
-
-// hinted is what the hints about a pod add to its relist.
-type hinted struct {
-	// extra are the transitions of containers its record does not know.
-	extra []transition
-	// seen are the stages the stream reported of those it knows.
-	seen map[hintKey]stage
-}
-
-// takeHints consumes the hints about rec's pod.
-func (g *Generator) takeHints(rec *podRecord, now time.Time) hinted {
-	var h hinted
-	h.extra, h.seen = g.hints.take(rec.uid, rec.knows, now)
-	for _, t := range h.extra {
-		if n := deliverable(t.old, t.new); n > 0 {
-			g.metrics.ShortLivedEvents.Add(float64(n))
-		}
-	}
-	return h
-}
-
-// reconcileAll reconciles work, InspectConcurrency pods at a time. With a
+// reconcileAll reconciles work: InspectConcurrency workers inspect the
+// pods, and this goroutine applies each inspection as it comes, so that
+// the cache, the records and the events have one writer. With a
 // concurrency of 1 it reconciles pod after pod, delivering each pod's
-// events before inspecting the next, as the kubelet does.
+// events before inspecting the next, as the kubelet does. Callers hold
+// relistMu.
 func (g *Generator) reconcileAll(ctx context.Context, work []podWork, observed time.Time) {
+	for i := range work {
+		if !work[i].gone {
+			work[i].pod = work[i].rec.pod()
+		}
+	}
 	workers := min(g.opts.InspectConcurrency, len(work))
 	if workers <= 1 {
 		for i := range work {
-			g.reconcile(ctx, &work[i], observed)
+			g.apply(ctx, &work[i], g.inspectWork(ctx, &work[i]), observed)
 		}
 		return
 	}
+	type done struct {
+		w  *podWork
+		in inspection
+	}
 	next := make(chan *podWork)
+	results := make(chan done, len(work))
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for w := range next {
-				g.reconcile(ctx, w, observed)
+				results <- done{w, g.inspectWork(ctx, w)}
 			}
 		})
 	}
-	for i := range work {
-		next <- &work[i]
+	go func() {
+		for i := range work {
+			next <- &work[i]
+		}
+		close(next)
+		wg.Wait()
+		close(results)
+	}()
+	for d := range results {
+		g.apply(ctx, d.w, d.in, observed)
 	}
-	close(next)
-	wg.Wait()
 }
 
-// reconcile brings the cache up to date with one pod, advances its record
-// and delivers its events. If the pod cannot be inspected, its record stays
-// where it was, so the next relist finds the same changes and tries again;
-// the kubelet does the same and drops the events meanwhile.
-func (g *Generator) reconcile(ctx context.Context, w *podWork, observed time.Time) {
-	rec := w.rec
-	var status *runtime.PodStatus
+// inspectWork asks the runtime for the status of a pod that is not gone,
+// within InspectTimeout. It runs on an inspection worker and touches
+// nothing but w.pod.
+func (g *Generator) inspectWork(ctx context.Context, w *podWork) inspection {
 	if w.gone {
-		g.cache.Delete(rec.uid)
-	} else {
-		var err error
-		status, err = g.inspect(ctx, rec)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			// Stopped mid-inspection: not the pod's fault, nothing to cache.
-			g.reinspect.add(rec.uid)
-			return
-		case err != nil:
-			g.inspectionFailed(rec, err)
-			g.cache.Set(rec.uid, status, err, observed)
-			g.reinspect.add(rec.uid)
-			return
-		case rec.failing:
-			rec.failing = false
-			g.log.Info("PLEG: Pod can be inspected again", "pod", rec.namespace+"/"+rec.name, "podUID", rec.uid)
-		}
-		status.IPs = g.podIPs(rec.uid, status)
-		if !g.cache.Set(rec.uid, status, nil, observed) {
-			// The cache holds a newer status than this observation: the
-			// next relist brings a fresh one.
-			return
-		}
+		return inspection{}
 	}
-
-	change := &podChange{
-		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
-		observed:    observed,
-		transitions: w.transitions,
-		podSync:     len(w.transitions) == 0 && w.reinspect,
-	}
-	if !w.gone {
-		change.conditionMet = g.conditions.evaluate(rec.uid, status)
-	}
-	rec.advance()
-	if g.source != nil {
-		// A late DELETED must not report these again.
-		g.hints.tombstone(w.transitions, observed)
-	}
-	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
-		return
-	}
-	for _, t := range w.transitions {
-		g.log.Debug("GenericPLEG", "podUID", rec.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old, "newState", t.new)
-		if t.new == stateExited && status != nil {
-			if c := status.FindContainerByID(t.id); c != nil {
-				g.log.Debug("Generic (PLEG): container finished", "podID", rec.uid, "containerID", t.id, "exitCode", c.GetExitCode())
-			}
-		}
-	}
-	g.out.publish(change)
-}
-
-// inspect asks the runtime for the pod's status within InspectTimeout.
-func (g *Generator) inspect(ctx context.Context, rec *podRecord) (*runtime.PodStatus, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	deadline := g.clock.AfterFunc(g.opts.InspectTimeout, func() {
@@ -474,27 +258,101 @@ func (g *Generator) inspect(ctx context.Context, rec *podRecord) (*runtime.PodSt
 	defer deadline.Stop()
 
 	start := g.clock.Now()
-	status, err := runtime.InspectPod(ctx, g.rt, rec.pod())
+	status, err := runtime.InspectPod(ctx, g.rt, w.pod)
 	g.metrics.InspectionDuration.Observe(g.clock.Since(start).Seconds())
-	return status, err
+	return inspection{status, err}
+}
+
+// apply brings the cache up to date with one pod, advances its record and
+// delivers its events. If the pod could not be inspected, its record stays
+// where it was, so the next relist finds the same changes and tries again;
+// the kubelet does the same and drops the events meanwhile. Callers hold
+// relistMu.
+func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observed time.Time) {
+	rec := w.rec
+	ref := podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace}
+	status := in.status
+	switch {
+	case w.gone:
+		g.cache.Delete(rec.uid)
+		g.health.podInspected(rec.uid)
+	case in.err != nil && ctx.Err() != nil:
+		// Stopped mid-inspection: not the pod's fault, nothing to cache.
+		g.reinspect.add(rec.uid)
+		return
+	case in.err != nil:
+		g.inspectionFailed(ref, in.err, observed)
+		if g.cache.Set(rec.uid, status, in.err, observed) {
+			rec.modified = observed
+		}
+		g.reinspect.add(rec.uid)
+		return
+	default:
+		if g.health.podInspected(rec.uid) {
+			g.log.Info("PLEG: Pod can be inspected again", "pod", rec.namespace+"/"+rec.name, "podUID", rec.uid)
+		}
+		status.IPs = g.podIPs(rec.uid, status)
+		if !g.cache.Set(rec.uid, status, nil, observed) {
+			// The cache holds a newer status than this observation: the
+			// next relist brings a fresh one.
+			return
+		}
+		rec.modified = observed
+	}
+
+	change := &podChange{
+		podRef:      ref,
+		observed:    observed,
+		transitions: w.transitions,
+		podSync:     len(w.transitions) == 0 && w.reinspect,
+	}
+	if !w.gone {
+		change.conditionMet = g.conditions.evaluate(rec.uid, status)
+	}
+	rec.advance()
+	if g.stream != nil {
+		// A late DELETED must not report these again.
+		g.st.hints.tombstone(w.transitions, observed)
+	}
+	if w.shortLived > 0 {
+		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
+	}
+	g.deliver(change, status)
+}
+
+// deliver logs a pod's change the kubelet's way and hands it to the
+// subscribers. Callers hold relistMu.
+func (g *Generator) deliver(change *podChange, status *runtime.PodStatus) {
+	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
+		return
+	}
+	for _, t := range change.transitions {
+		g.log.Debug("GenericPLEG", "podUID", change.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old, "newState", t.new)
+		if t.new == stateExited && status != nil {
+			if c := status.FindContainerByID(t.id); c != nil {
+				g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id, "exitCode", c.GetExitCode())
+			}
+		}
+	}
+	g.out.publish(change)
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when
 // the pod starts failing, then quietly, since a pod the runtime cannot
 // answer for fails again every relist.
-func (g *Generator) inspectionFailed(rec *podRecord, err error) {
+func (g *Generator) inspectionFailed(ref podRef, err error, at time.Time) {
 	reason := metrics.InspectionError
-	if errors.Is(err, ErrInspectTimeout) {
+	deadline := errors.Is(err, ErrInspectTimeout)
+	if deadline {
 		reason = metrics.InspectionDeadline
 	}
 	g.metrics.InspectionFailures.WithLabelValues(reason).Inc()
 	level := slog.LevelDebug
-	if !rec.failing {
-		rec.failing = true
+	if g.health.podFailed(ref, at, deadline, err) {
 		level = slog.LevelWarn
 	}
 	g.log.Log(context.Background(), level, "PLEG: Ignoring events for pod; it will be inspected again at the next relist",
-		"pod", rec.namespace+"/"+rec.name, "podUID", rec.uid, "err", err)
+		"pod", ref.namespace+"/"+ref.name, "podUID", ref.uid, "err", err)
 }
 
 // podIPs keeps the IPs of a pod whose sandboxes have all been torn down:

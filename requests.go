@@ -67,3 +67,37 @@ func (q *requestQueue) signal() {
 	default:
 	}
 }
+
+// podSet is a set of pod UIDs safe for concurrent use: the pods due for
+// re-inspection.
+type podSet struct {
+	mu  sync.Mutex
+	set map[string]struct{}
+}
+
+func (s *podSet) add(uid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set[uid] = struct{}{}
+}
+
+// take removes uid and reports whether it was there.
+func (s *podSet) take(uid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.set[uid]
+	delete(s.set, uid)
+	return ok
+}
+
+// takeAll empties the set and returns what it held; nil when empty.
+func (s *podSet) takeAll() map[string]struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.set) == 0 {
+		return nil
+	}
+	all := s.set
+	s.set = make(map[string]struct{})
+	return all
+}

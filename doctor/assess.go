@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/plegkit/pleg/runtime"
 )
 
 // Thresholds of the assessment. Healthy containerd answers a status call
@@ -97,7 +99,7 @@ func (a *assessment) runtimeConditions() {
 	rt := a.r.Runtime
 	if rt.Error != "" {
 		a.add(Finding{
-			ID: "runtime-status-failed", Severity: Warning, Operation: opStatus,
+			ID: "runtime-status-failed", Severity: Warning, Operation: runtime.OpStatus,
 			Title:    "The runtime answers Version but not Status",
 			Evidence: []string{rt.Error},
 			Action:   "The kubelet reads Status for the node's readiness; look at the runtime's logs for the failure.",
@@ -210,7 +212,7 @@ func (a *assessment) hungPods() map[string]bool {
 		}
 		what := rpcName(c.op)
 		crictl := "crictl inspectp " + c.target
-		if c.op == opContainerStatus {
+		if c.op == runtime.OpContainerStatus {
 			what = fmt.Sprintf("%s of container %q", what, c.target)
 			crictl = "crictl inspect " + c.id
 		} else if c.target != "" {
@@ -264,7 +266,7 @@ func (a *assessment) slowPods(hung map[string]bool) map[string]bool {
 		c := p.slowest()
 		what := rpcName(c.op)
 		inspect := "crictl inspectp " + c.target
-		if c.op == opContainerStatus {
+		if c.op == runtime.OpContainerStatus {
 			what = fmt.Sprintf("%s of container %q", what, c.target)
 			inspect = "crictl inspect " + c.id
 		}
@@ -303,7 +305,7 @@ func (a *assessment) relist(hung map[string]bool) {
 		}
 	}
 	ev := []string{
-		fmt.Sprintf("listing %d sandboxes and %d containers takes %s", a.listItems(opListPodSandbox), a.listItems(opListContainers), formatDuration(dur(a.p50(opListPodSandbox))+dur(a.p50(opListContainers)))),
+		fmt.Sprintf("listing %d sandboxes and %d containers takes %s", a.listItems(runtime.OpListPodSandbox), a.listItems(runtime.OpListContainers), formatDuration(dur(a.p50(runtime.OpListPodSandbox))+dur(a.p50(runtime.OpListContainers)))),
 	}
 	period, alert := dur(p.PeriodSeconds), dur(p.AlertSeconds)
 	switch {
@@ -355,7 +357,7 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 			byOp[c.op] = append(byOp[c.op], c.took)
 		}
 	}
-	for _, op := range []string{opListPodSandboxByPod, opPodSandboxStatus, opListContainersByPod, opContainerStatus} {
+	for _, op := range []string{opListPodSandboxByPod, runtime.OpPodSandboxStatus, opListContainersByPod, runtime.OpContainerStatus} {
 		took := byOp[op]
 		if len(took) == 0 {
 			continue
@@ -375,7 +377,7 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 			Action: slowRuntimeAction,
 		})
 	}
-	for _, op := range []string{opListPodSandbox, opListContainers} {
+	for _, op := range []string{runtime.OpListPodSandbox, runtime.OpListContainers} {
 		if o := a.operation(op); o != nil && dur(o.P50Seconds) >= slowList {
 			a.add(Finding{
 				ID: "slow-operation", Severity: Warning, Operation: op,
@@ -429,7 +431,7 @@ func (a *assessment) deadContainers() {
 	}
 	if total := w.ContainersRunning + w.ContainersExited + w.ContainersCreated + w.ContainersUnknown; total > 0 {
 		for _, l := range a.r.Lists {
-			if l.Operation == opListContainers && l.Bytes > 0 {
+			if l.Operation == runtime.OpListContainers && l.Bytes > 0 {
 				ev = append(ev, fmt.Sprintf("they make about %s of the %s ListContainers answer the kubelet reads every second", formatBytes(l.Bytes*w.ContainersExited/total), formatBytes(l.Bytes)))
 			}
 		}
@@ -573,13 +575,13 @@ func plural(n int, one, many string) string {
 // rpcName is the CRI method behind an operation name.
 func rpcName(op string) string {
 	switch op {
-	case opVersion:
+	case runtime.OpVersion:
 		return "Version"
-	case opStatus:
+	case runtime.OpStatus:
 		return "Status"
-	case opListPodSandbox:
+	case runtime.OpListPodSandbox:
 		return "ListPodSandbox"
-	case opListContainers:
+	case runtime.OpListContainers:
 		return "ListContainers"
 	case opStreamPodSandboxes:
 		return "StreamPodSandboxes"
@@ -589,9 +591,9 @@ func rpcName(op string) string {
 		return "ListPodSandbox (one pod)"
 	case opListContainersByPod:
 		return "ListContainers (one pod)"
-	case opPodSandboxStatus:
+	case runtime.OpPodSandboxStatus:
 		return "PodSandboxStatus"
-	case opContainerStatus:
+	case runtime.OpContainerStatus:
 		return "ContainerStatus"
 	}
 	return op

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plegkit/pleg/runtime"
 )
 
 const ms = time.Millisecond
@@ -16,10 +18,10 @@ func fakePod(name string, statuses ...time.Duration) *podResult {
 	p := &podResult{pod: PodRef{UID: "uid-" + name, Name: name, Namespace: "default"}}
 	p.calls = append(p.calls,
 		call{op: opListPodSandboxByPod, took: ms},
-		call{op: opPodSandboxStatus, target: "sb-" + name, took: ms},
+		call{op: runtime.OpPodSandboxStatus, target: "sb-" + name, took: ms},
 		call{op: opListContainersByPod, took: ms})
 	for i, d := range statuses {
-		p.calls = append(p.calls, call{op: opContainerStatus, target: fmt.Sprintf("c%d", i), id: fmt.Sprintf("%s-%d", name, i), took: d})
+		p.calls = append(p.calls, call{op: runtime.OpContainerStatus, target: fmt.Sprintf("c%d", i), id: fmt.Sprintf("%s-%d", name, i), took: d})
 	}
 	return p
 }
@@ -27,7 +29,7 @@ func fakePod(name string, statuses ...time.Duration) *podResult {
 // hungPod is a pod whose first container status got no answer.
 func hungPod(name string) *podResult {
 	p := fakePod(name)
-	p.calls = append(p.calls, call{op: opContainerStatus, target: "c0", id: name + "-0", took: 10 * time.Second, hung: true, timeout: 10 * time.Second, err: fmt.Errorf("deadline")})
+	p.calls = append(p.calls, call{op: runtime.OpContainerStatus, target: "c0", id: name + "-0", took: 10 * time.Second, hung: true, timeout: 10 * time.Second, err: fmt.Errorf("deadline")})
 	return p
 }
 
@@ -47,12 +49,12 @@ func fakeReport(pods ...*podResult) *Report {
 			Conditions: []Condition{{Type: "RuntimeReady", Status: true}, {Type: "NetworkReady", Status: true}}},
 		Support: Support{StreamPodSandboxes: Probe{Availability: Supported}, StreamContainers: Probe{Availability: Supported}, ContainerEvents: Probe{Availability: Supported}},
 		Operations: []Operation{
-			{Name: opListPodSandbox, Calls: 5, P50Seconds: 0.001, P99Seconds: 0.002, MaxSeconds: 0.002},
-			{Name: opListContainers, Calls: 5, P50Seconds: 0.002, P99Seconds: 0.003, MaxSeconds: 0.003},
+			{Name: runtime.OpListPodSandbox, Calls: 5, P50Seconds: 0.001, P99Seconds: 0.002, MaxSeconds: 0.002},
+			{Name: runtime.OpListContainers, Calls: 5, P50Seconds: 0.002, P99Seconds: 0.003, MaxSeconds: 0.003},
 		},
 		Lists: []List{
-			{Operation: opListPodSandbox, Items: len(pods), Bytes: 300 * len(pods), LimitBytes: KubeletMaxMessageBytes},
-			{Operation: opListContainers, Items: 2 * len(pods), Bytes: 800 * len(pods), LimitBytes: KubeletMaxMessageBytes},
+			{Operation: runtime.OpListPodSandbox, Items: len(pods), Bytes: 300 * len(pods), LimitBytes: KubeletMaxMessageBytes},
+			{Operation: runtime.OpListContainers, Items: 2 * len(pods), Bytes: 800 * len(pods), LimitBytes: KubeletMaxMessageBytes},
 		},
 		Workload:   Workload{Pods: len(pods), SandboxesReady: len(pods), ContainersRunning: 2 * len(pods)},
 		Inspection: Inspection{Pods: len(pods), Planned: len(pods), Concurrency: 1, CallTimeoutSeconds: 10},
@@ -101,7 +103,7 @@ func TestAssess(t *testing.T) {
 			want: []string{"slow-pod"}, verdict: AtRisk,
 			check: func(t *testing.T, r *Report) {
 				f := r.Findings[0]
-				if f.Pod.Name != "slow" || f.Operation != opContainerStatus || !strings.Contains(f.Title, `container "c0"`) {
+				if f.Pod.Name != "slow" || f.Operation != runtime.OpContainerStatus || !strings.Contains(f.Title, `container "c0"`) {
 					t.Errorf("finding %+v", f)
 				}
 			},
@@ -117,7 +119,7 @@ func TestAssess(t *testing.T) {
 			},
 			want: []string{"slow-operation"}, verdict: AtRisk,
 			check: func(t *testing.T, r *Report) {
-				if r.Findings[0].Operation != opContainerStatus {
+				if r.Findings[0].Operation != runtime.OpContainerStatus {
 					t.Errorf("finding %+v", r.Findings[0])
 				}
 			},

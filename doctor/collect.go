@@ -25,19 +25,13 @@ import (
 	"github.com/plegkit/pleg/runtime/cri"
 )
 
-// Operations, named as kubelet_runtime_operations_total's operation_type;
-// the per-pod lists of a kubelet's pod inspection get names of their own.
+// Operations other than the kubelet's (runtime's Op constants): the
+// streamed lists, and the per-pod lists of a kubelet's pod inspection.
 const (
-	opVersion               = "version"
-	opStatus                = "status"
-	opListPodSandbox        = "list_podsandbox"
-	opListContainers        = "list_containers"
 	opStreamPodSandboxes    = "stream_podsandboxes"
 	opStreamContainers      = "stream_containers"
 	opListPodSandboxByPod   = "list_podsandbox_by_pod"
-	opPodSandboxStatus      = "podsandbox_status"
 	opListContainersByPod   = "list_containers_by_pod"
-	opContainerStatus       = "container_status"
 	maxListBytes            = 256 << 20
 	eventsProbeWait         = 500 * time.Millisecond
 	slowestShown            = 10
@@ -47,8 +41,8 @@ const (
 
 // operationOrder is the order operations are reported in: a relist's.
 var operationOrder = []string{
-	opVersion, opStatus, opListPodSandbox, opListContainers, opStreamPodSandboxes, opStreamContainers,
-	opListPodSandboxByPod, opPodSandboxStatus, opListContainersByPod, opContainerStatus,
+	runtime.OpVersion, runtime.OpStatus, runtime.OpListPodSandbox, runtime.OpListContainers, opStreamPodSandboxes, opStreamContainers,
+	opListPodSandboxByPod, runtime.OpPodSandboxStatus, opListContainersByPod, runtime.OpContainerStatus,
 }
 
 // call is one timed CRI call.
@@ -131,7 +125,7 @@ func (p *podResult) plegCost(deadline time.Duration) time.Duration {
 		switch {
 		case c.hung:
 			return deadline
-		case c.op == opPodSandboxStatus || c.op == opContainerStatus:
+		case c.op == runtime.OpPodSandboxStatus || c.op == runtime.OpContainerStatus:
 			d += c.took
 		}
 	}
@@ -232,7 +226,7 @@ func (d *diagnosis) timed(ctx context.Context, op string, f func(context.Context
 	c := call{op: op, took: d.clock.Since(start), err: err, timeout: timeout}
 	switch {
 	case err == nil:
-	case status.Code(err) == codes.NotFound && (op == opPodSandboxStatus || op == opContainerStatus):
+	case status.Code(err) == codes.NotFound && (op == runtime.OpPodSandboxStatus || op == runtime.OpContainerStatus):
 		// Removed since the list: a race, as the kubelet takes it.
 		c.err = nil
 	case ctx.Err() != nil:
@@ -261,7 +255,7 @@ func nearDeadline(deadline time.Time, timeout time.Duration) bool {
 func (d *diagnosis) identify(ctx context.Context) bool {
 	rt := &d.rep.Runtime
 	var v *runtimeapi.VersionResponse
-	c := d.timed(ctx, opVersion, func(ctx context.Context) (err error) {
+	c := d.timed(ctx, runtime.OpVersion, func(ctx context.Context) (err error) {
 		v, err = d.client.Version(ctx, &runtimeapi.VersionRequest{})
 		return err
 	})
@@ -273,7 +267,7 @@ func (d *diagnosis) identify(ctx context.Context) bool {
 	rt.Name, rt.Version, rt.APIVersion = v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion()
 
 	var s *runtimeapi.StatusResponse
-	c = d.timed(ctx, opStatus, func(ctx context.Context) (err error) {
+	c = d.timed(ctx, runtime.OpStatus, func(ctx context.Context) (err error) {
 		s, err = d.client.Status(ctx, &runtimeapi.StatusRequest{})
 		return err
 	})
@@ -311,8 +305,8 @@ func (d *diagnosis) sampleLists(ctx context.Context) ([]*runtimeapi.PodSandbox, 
 	var (
 		sandboxes  []*runtimeapi.PodSandbox
 		containers []*runtimeapi.Container
-		sbList     = List{Operation: opListPodSandbox, LimitBytes: KubeletMaxMessageBytes}
-		ctrList    = List{Operation: opListContainers, LimitBytes: KubeletMaxMessageBytes}
+		sbList     = List{Operation: runtime.OpListPodSandbox, LimitBytes: KubeletMaxMessageBytes}
+		ctrList    = List{Operation: runtime.OpListContainers, LimitBytes: KubeletMaxMessageBytes}
 		sbDone     bool
 		ctrDone    bool
 	)
@@ -625,7 +619,7 @@ func (d *diagnosis) inspectPod(ctx context.Context, p *podItems) *podResult {
 		return r
 	}
 	for _, sb := range p.sandboxes {
-		c := d.timed(ctx, opPodSandboxStatus, func(ctx context.Context) error {
+		c := d.timed(ctx, runtime.OpPodSandboxStatus, func(ctx context.Context) error {
 			_, err := d.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.GetId()})
 			return err
 		})
@@ -641,7 +635,7 @@ func (d *diagnosis) inspectPod(ctx context.Context, p *podItems) *podResult {
 		return r
 	}
 	for _, ctr := range p.containers {
-		c := d.timed(ctx, opContainerStatus, func(ctx context.Context) error {
+		c := d.timed(ctx, runtime.OpContainerStatus, func(ctx context.Context) error {
 			_, err := d.client.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ctr.GetId()})
 			return err
 		})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/sim"
 )
 
@@ -24,8 +25,8 @@ func TestSlowPodIsNamedFirst(t *testing.T) {
 		t.Fatal("no findings")
 	}
 	first := r.Findings[0]
-	if first.ID != "slow-pod" || first.Pod == nil || first.Pod.UID != slow || first.Operation != opContainerStatus {
-		t.Fatalf("first finding %+v, want slow-pod %s at %s; all: %v", first, slow, opContainerStatus, findingIDs(r))
+	if first.ID != "slow-pod" || first.Pod == nil || first.Pod.UID != slow || first.Operation != runtime.OpContainerStatus {
+		t.Fatalf("first finding %+v, want slow-pod %s at %s; all: %v", first, slow, runtime.OpContainerStatus, findingIDs(r))
 	}
 	if !strings.Contains(first.Title, "ContainerStatus") || !strings.Contains(first.Title, first.Pod.Name) {
 		t.Errorf("the title does not name the pod and the call: %q", first.Title)
@@ -36,10 +37,10 @@ func TestSlowPodIsNamedFirst(t *testing.T) {
 	if r.Verdict != AtRisk {
 		t.Errorf("verdict %s, want %s", r.Verdict, AtRisk)
 	}
-	if in := r.Inspection; in.SlowestOperation != opContainerStatus || in.SlowestOperationShare < 0.5 {
+	if in := r.Inspection; in.SlowestOperation != runtime.OpContainerStatus || in.SlowestOperationShare < 0.5 {
 		t.Errorf("slowest operation %s with %.2f of the time", in.SlowestOperation, in.SlowestOperationShare)
 	}
-	if got := r.Inspection.SlowestPods[0]; got.Pod.UID != slow || got.SlowestOperation != opContainerStatus || got.SlowestSeconds < 0.3 {
+	if got := r.Inspection.SlowestPods[0]; got.Pod.UID != slow || got.SlowestOperation != runtime.OpContainerStatus || got.SlowestSeconds < 0.3 {
 		t.Errorf("slowest pod %+v", got)
 	}
 	if got := r.Inspection.SlowestContainers[0]; got.Pod.UID != slow || got.Seconds < 0.3 {
@@ -66,11 +67,11 @@ func TestDeadContainersAndListSize(t *testing.T) {
 		t.Fatalf("dead containers not flagged: %+v; findings %v", dead, findingIDs(r))
 	}
 	size := finding(r, "list-near-limit")
-	if size == nil || size.Operation != opListContainers {
+	if size == nil || size.Operation != runtime.OpListContainers {
 		t.Fatalf("list size not flagged: %+v; findings %v", size, findingIDs(r))
 	}
 	l := r.Lists[1]
-	if l.Operation != opListContainers || l.Items != 20_200 || l.Bytes < KubeletMaxMessageBytes*3/4 || l.Bytes > KubeletMaxMessageBytes {
+	if l.Operation != runtime.OpListContainers || l.Items != 20_200 || l.Bytes < KubeletMaxMessageBytes*3/4 || l.Bytes > KubeletMaxMessageBytes {
 		t.Errorf("containers list %+v", l)
 	}
 	// Every pod keeps 100 exited attempts of one container, where the
@@ -192,9 +193,9 @@ func TestHealthyRuntime(t *testing.T) {
 	// As the kubelet: per pod, its sandboxes listed and each one's
 	// status, its containers listed and each one's status.
 	want := map[string]int{
-		opVersion: 1, opStatus: 1, opListPodSandbox: DefaultListSamples, opListContainers: DefaultListSamples,
+		runtime.OpVersion: 1, runtime.OpStatus: 1, runtime.OpListPodSandbox: DefaultListSamples, runtime.OpListContainers: DefaultListSamples,
 		opStreamPodSandboxes: 1, opStreamContainers: 1,
-		opListPodSandboxByPod: 12, opPodSandboxStatus: 12, opListContainersByPod: 12, opContainerStatus: 48,
+		opListPodSandboxByPod: 12, runtime.OpPodSandboxStatus: 12, opListContainersByPod: 12, runtime.OpContainerStatus: 48,
 	}
 	for op, n := range want {
 		if calls[op] != n {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/plegkit/pleg/runtime"
 )
 
 // summarize turns the calls into the report's operations, slowest pods and
@@ -57,7 +59,7 @@ func slowestOperation(ops []Operation, pods []*podResult) (string, float64) {
 	var slowest *Operation
 	for i, o := range ops {
 		switch o.Name {
-		case opListPodSandboxByPod, opPodSandboxStatus, opListContainersByPod, opContainerStatus:
+		case opListPodSandboxByPod, runtime.OpPodSandboxStatus, opListContainersByPod, runtime.OpContainerStatus:
 			if slowest == nil || o.P99Seconds > slowest.P99Seconds {
 				slowest = &ops[i]
 			}
@@ -128,7 +130,7 @@ func podTiming(p *podResult) PodTiming {
 		SlowestSeconds:   seconds(s.took),
 		Hung:             p.hung(),
 	}
-	if s.op == opContainerStatus {
+	if s.op == runtime.OpContainerStatus {
 		t.SlowestContainer = s.target
 	}
 	for _, c := range p.calls {
@@ -143,7 +145,7 @@ func slowestContainers(pods []*podResult) []ContainerTiming {
 	var all []ContainerTiming
 	for _, p := range pods {
 		for _, c := range p.calls {
-			if c.op == opContainerStatus {
+			if c.op == runtime.OpContainerStatus {
 				all = append(all, ContainerTiming{Pod: p.pod, ID: c.id, Name: c.target, Seconds: seconds(c.took), Hung: c.hung, Error: c.describe()})
 			}
 		}
@@ -167,7 +169,7 @@ func (d *diagnosis) project() Projection {
 		RuntimeRequestTimeoutSeconds: seconds(o.RuntimeRequestTimeout),
 		PlegInspectTimeoutSeconds:    seconds(o.PlegInspectTimeout),
 	}
-	lists := d.p50(opListPodSandbox) + d.p50(opListContainers)
+	lists := d.p50(runtime.OpListPodSandbox) + d.p50(runtime.OpListContainers)
 	var (
 		steady, kubelet, pleg, plegMax time.Duration
 	)

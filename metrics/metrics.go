@@ -56,6 +56,9 @@ type PLEG struct {
 	HintsCoalesced           prometheus.Counter
 	PodRelists               prometheus.Counter
 	ShortLivedEvents         prometheus.Counter
+	EventsDropped            prometheus.Counter
+	PayloadsApplied          prometheus.Counter
+	PayloadFallbacks         *prometheus.CounterVec
 	Mode                     *prometheus.GaugeVec
 }
 
@@ -165,6 +168,18 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 		Name: "pleg_evented_short_lived_events_total",
 		Help: "Events of containers the event stream reported but that were gone before a relist could see them.",
 	})
+	m.EventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_events_dropped_total",
+		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they said.",
+	})
+	m.PayloadsApplied = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_payloads_applied_total",
+		Help: "CRI container events whose payload (the pod's statuses as the runtime sent them) was applied at once, before the relist of the pod that confirms it.",
+	})
+	m.PayloadFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pleg_evented_payload_fallbacks_total",
+		Help: "CRI container events whose payload could not be applied at once, by reason; they took the relist path alone.",
+	}, []string{"reason"})
 	m.Mode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pleg_mode",
 		Help: "1 for the mode in force: evented while the CRI event stream holds, else generic (relisting alone).",
@@ -215,6 +230,7 @@ func (m *PLEG) collectors() []prometheus.Collector {
 		m.RelistInFlight, m.RelistStarted, m.InspectionDuration, m.InspectionFailures,
 		m.CoalescedEvents, m.InvalidItems,
 		m.EventedConnectionSuccess, m.EventedConnectionErrors, m.EventedLatency,
-		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.Mode,
+		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.EventsDropped,
+		m.PayloadsApplied, m.PayloadFallbacks, m.Mode,
 	}
 }

@@ -22,15 +22,43 @@ var ErrNilStatus = errors.New("runtime returned no status")
 // list and is left out; any other failure stops the inspection and is
 // returned together with what was gathered so far, so the result is never
 // nil.
+//
+// Where a sandbox's status answer carries both a Timestamp and the statuses
+// of its containers, as CRI-O's does with pod events on, those statuses are
+// used instead of one ContainerStatus call per container: the kubelet's
+// rule, "both set". A timestamp alone (containerd 2.0.0 to 2.0.2) does not
+// mean the pod has no containers; a container the answer lacks, created
+// after it, is asked for on its own.
 func InspectPod(ctx context.Context, rt Runtime, pod *Pod) (*PodStatus, error) {
 	status := &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	err := inspect(ctx, rt, pod, status)
 	// Newest first on every path: a partial status is cached with its error
 	// and FindContainer relies on the order.
-	slices.SortStableFunc(status.Containers, func(a, b *runtimeapi.ContainerStatus) int {
+	sortContainers(status.Containers)
+	return status, err
+}
+
+// NewPodStatus returns the status of a pod made of the given sandbox and
+// container statuses, ordered as InspectPod orders them, newest first, with
+// the IPs of the newest sandbox if it is ready. It is how a status the
+// runtime sent on its own (an event's payload) becomes a PodStatus.
+func NewPodStatus(uid, name, namespace string, sandboxes []*runtimeapi.PodSandboxStatus, containers []*runtimeapi.ContainerStatus) *PodStatus {
+	status := &PodStatus{UID: uid, Name: name, Namespace: namespace,
+		Sandboxes: slices.Clone(sandboxes), Containers: slices.Clone(containers)}
+	slices.SortStableFunc(status.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int {
+		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()), cmp.Compare(a.GetId(), b.GetId()))
+	})
+	sortContainers(status.Containers)
+	if len(status.Sandboxes) > 0 && status.Sandboxes[0].GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+		status.IPs = sandboxIPs(status.Sandboxes[0])
+	}
+	return status
+}
+
+func sortContainers(cs []*runtimeapi.ContainerStatus) {
+	slices.SortStableFunc(cs, func(a, b *runtimeapi.ContainerStatus) int {
 		return cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt())
 	})
-	return status, err
 }
 
 // inspect fills status in and returns the error that stopped it, if any.
@@ -39,6 +67,8 @@ func inspect(ctx context.Context, rt Runtime, pod *Pod, status *PodStatus) error
 	slices.SortStableFunc(sandboxes, func(a, b *runtimeapi.PodSandbox) int {
 		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()), cmp.Compare(a.GetId(), b.GetId()))
 	})
+	// The container statuses sandbox answers carried, by container ID.
+	var carried map[string]*runtimeapi.ContainerStatus
 	for _, sb := range sandboxes {
 		if err := ctx.Err(); err != nil {
 			return contextError(ctx)
@@ -57,11 +87,25 @@ func inspect(ctx context.Context, rt Runtime, pod *Pod, status *PodStatus) error
 			status.IPs = sandboxIPs(resp.Status)
 		}
 		status.Sandboxes = append(status.Sandboxes, resp.Status)
+		if resp.GetTimestamp() != 0 && len(resp.GetContainersStatuses()) > 0 {
+			if carried == nil {
+				carried = make(map[string]*runtimeapi.ContainerStatus)
+			}
+			for _, c := range resp.GetContainersStatuses() {
+				if c.GetId() != "" {
+					carried[c.GetId()] = c
+				}
+			}
+		}
 	}
 
 	for _, c := range pod.Containers {
 		if err := ctx.Err(); err != nil {
 			return contextError(ctx)
+		}
+		if cs, ok := carried[c.GetId()]; ok {
+			status.Containers = append(status.Containers, cs)
+			continue
 		}
 		resp, err := rt.ContainerStatus(ctx, c.GetId(), false)
 		if crierrors.IsNotFound(err) {

@@ -630,3 +630,67 @@ func TestFiltersForPod(t *testing.T) {
 		t.Errorf("filters share their label selector")
 	}
 }
+
+// TestInspectPodCarriedStatuses: a sandbox status answer that carries its
+// containers' statuses and a timestamp spares the per-container calls.
+func TestInspectPodCarriedStatuses(t *testing.T) {
+	carrying := func(ts int64, ids ...string) answer {
+		a := sbOK("s", ready, 1)
+		a.sandbox.Timestamp = ts
+		for _, id := range ids {
+			a.sandbox.ContainersStatuses = append(a.sandbox.ContainersStatuses, &runtimeapi.ContainerStatus{
+				Id: id, CreatedAt: map[string]int64{"c1": 5, "c2": 6}[id], State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 3, Metadata: &runtimeapi.ContainerMetadata{Name: "carried-" + id},
+			})
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name      string
+		sandbox   answer
+		wantCalls []string
+		carried   []string // containers whose status came with the sandbox's
+	}{
+		{"timestamp and statuses: no container calls", carrying(42, "c1", "c2"), []string{"sandbox:s"}, []string{"c1", "c2"}},
+		{"a timestamp alone, as containerd 2.0.0 to 2.0.2: the pod is not empty", carrying(42), []string{"sandbox:s", "container:c1", "container:c2"}, nil},
+		{"statuses without a timestamp: the kubelet requires both", carrying(0, "c1", "c2"), []string{"sandbox:s", "container:c1", "container:c2"}, nil},
+		{"a container created after the answer is asked for", carrying(42, "c1"), []string{"sandbox:s", "container:c2"}, []string{"c1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &fakeRuntime{
+				sandboxes:  map[string]answer{"s": tc.sandbox},
+				containers: map[string]answer{"c1": cOK("c1", 5), "c2": cOK("c2", 6)},
+			}
+			pod := &Pod{UID: "u", Sandboxes: []*runtimeapi.PodSandbox{sb("s", 1)}, Containers: []*runtimeapi.Container{ctr("c1", 5), ctr("c2", 6)}}
+			status, err := InspectPod(t.Context(), rt, pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rt.calls, tc.wantCalls) {
+				t.Errorf("calls %v, want %v", rt.calls, tc.wantCalls)
+			}
+			if got := containerIDs(status); !slices.Equal(got, []string{"c2", "c1"}) {
+				t.Errorf("containers %v, want c2 then c1", got)
+			}
+			for _, id := range tc.carried {
+				if c := status.FindContainerByID(id); c.GetMetadata().GetName() != "carried-"+id {
+					t.Errorf("status of %s: %v, want the one the sandbox answer carried", id, c)
+				}
+			}
+		})
+	}
+}
+
+func TestNewPodStatus(t *testing.T) {
+	s := NewPodStatus("u", "web", "shop",
+		[]*runtimeapi.PodSandboxStatus{sbOK("old", ready, 1, "10.0.0.1").sandbox.Status, sbOK("new", ready, 2, "10.0.0.2").sandbox.Status},
+		[]*runtimeapi.ContainerStatus{cOK("a", 1).container.Status, cOK("b", 3).container.Status, cOK("c", 2).container.Status})
+	if got := sandboxIDs(s); !slices.Equal(got, []string{"new", "old"}) {
+		t.Errorf("sandboxes %v, want newest first", got)
+	}
+	if got := containerIDs(s); !slices.Equal(got, []string{"b", "c", "a"}) {
+		t.Errorf("containers %v, want newest first", got)
+	}
+	if !slices.Equal(s.IPs, []string{"10.0.0.2"}) || s.UID != "u" || s.Name != "web" || s.Namespace != "shop" {
+		t.Errorf("status %+v", s)
+	}
+}

@@ -32,7 +32,7 @@ func TestInstrument(t *testing.T) {
 	if items, err := rt.ListContainers(ctx, nil); err != nil || len(items) != 1 {
 		t.Fatalf("ListContainers = %v, %v", items, err)
 	}
-	fake.InjectError(fakeruntime.OpListContainers, errors.New("down"))
+	fake.InjectError(runtime.OpListContainers, errors.New("down"))
 	if _, err := rt.ListContainers(ctx, nil); err == nil {
 		t.Fatal("injected error lost")
 	}
@@ -59,8 +59,29 @@ func TestInstrument(t *testing.T) {
 	if n := testutil.CollectAndCount(m.Duration); n != 4 {
 		t.Errorf("%d duration series, want one per operation type (4)", n)
 	}
-	// The operation names are the kubelet's and the fake's alike.
-	if runtime.OpListPodSandbox != string(fakeruntime.OpListPodSandbox) || runtime.OpContainerStatus != string(fakeruntime.OpContainerStatus) {
-		t.Error("operation names drifted apart")
+}
+
+// onlyRuntime hides the fake's event stream.
+type onlyRuntime struct{ runtime.Runtime }
+
+func TestInstrumentKeepsTheEventStreamAsItIs(t *testing.T) {
+	fake := fakeruntime.New()
+	fake.EnableEvents(true)
+	m, err := metrics.NewRuntimeOperations(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, ok := runtime.Instrument(fake, m).(runtime.EventSource)
+	if !ok {
+		t.Fatal("an instrumented runtime with an event stream has none")
+	}
+	if _, err := src.GetContainerEvents(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.Total.WithLabelValues(runtime.OpGetContainerEvents)); got != 1 {
+		t.Errorf("%v get_container_events counted, want 1", got)
+	}
+	if _, ok := runtime.Instrument(onlyRuntime{fake}, m).(runtime.EventSource); ok {
+		t.Error("an instrumented runtime without an event stream claims one")
 	}
 }

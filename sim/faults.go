@@ -15,7 +15,7 @@ import (
 // Faults are failures the simulator injects. Each can be set in Options
 // and switched at run time with SetFaults. The zero value injects none.
 type Faults struct {
-	// ErrorRate fails calls of an operation (OpListContainers, ...) with
+	// ErrorRate fails calls of an operation (runtime.OpListContainers, ...) with
 	// the given probability, 0 to 1, answering ErrorCode. The key "*"
 	// applies to every operation without its own entry. The Stream* lists
 	// count as the list they stream.

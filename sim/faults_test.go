@@ -51,14 +51,14 @@ func streamErr(ctx context.Context, client runtimeapi.RuntimeServiceClient) erro
 // streamed, with the configured code; they apply from the start and
 // change at run time.
 func TestFaultErrorRate(t *testing.T) {
-	s := startSim(t, Options{Pods: 3, Containers: 2, Faults: Faults{ErrorRate: map[string]float64{OpVersion: 1}}})
+	s := startSim(t, Options{Pods: 3, Containers: 2, Faults: Faults{ErrorRate: map[string]float64{runtime.OpVersion: 1}}})
 	client := dial(t, s)
 	ctx := testContext(t)
 	if _, err := client.Version(ctx, &runtimeapi.VersionRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Version with error rate 1 from the start: %v", err)
 	}
 
-	setFaults(t, s, Faults{ErrorRate: map[string]float64{OpListContainers: 1}})
+	setFaults(t, s, Faults{ErrorRate: map[string]float64{runtime.OpListContainers: 1}})
 	for range 20 {
 		if err := listErr(ctx, client); status.Code(err) != codes.Unavailable {
 			t.Fatalf("ListContainers with error rate 1: %v, want Unavailable", err)
@@ -79,7 +79,7 @@ func TestFaultErrorRate(t *testing.T) {
 		t.Fatalf("ListPodSandbox with error rate * 1 and code Internal: %v", err)
 	}
 
-	setFaults(t, s, Faults{ErrorRate: map[string]float64{OpListContainers: 0.5}})
+	setFaults(t, s, Faults{ErrorRate: map[string]float64{runtime.OpListContainers: 0.5}})
 	failed := 0
 	for range 400 {
 		if listErr(ctx, client) != nil {
@@ -90,7 +90,7 @@ func TestFaultErrorRate(t *testing.T) {
 		t.Errorf("%d of 400 calls failed at rate 0.5", failed)
 	}
 
-	setFaults(t, s, Faults{ErrorRate: map[string]float64{OpListContainers: 0}})
+	setFaults(t, s, Faults{ErrorRate: map[string]float64{runtime.OpListContainers: 0}})
 	for range 50 {
 		if err := listErr(ctx, client); err != nil {
 			t.Fatalf("ListContainers with error rate 0: %v", err)
@@ -102,7 +102,7 @@ func TestFaultErrorRate(t *testing.T) {
 func TestFaultHang(t *testing.T) {
 	s := startSim(t, Options{Pods: 2, Containers: 1})
 	client := dial(t, s)
-	setFaults(t, s, Faults{Hang: map[string]bool{OpListContainers: true}})
+	setFaults(t, s, Faults{Hang: map[string]bool{runtime.OpListContainers: true}})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -120,7 +120,7 @@ func TestFaultHang(t *testing.T) {
 	}
 	cctx, ccancel := context.WithCancel(context.Background())
 	go func() {
-		eventually(t, "the call to hang", func() bool { return s.Stats().Calls[OpListContainers] >= 3 })
+		eventually(t, "the call to hang", func() bool { return s.Stats().Calls[runtime.OpListContainers] >= 3 })
 		ccancel()
 	}()
 	if err := listErr(cctx, client); status.Code(err) != codes.Canceled {
@@ -461,7 +461,7 @@ func TestFaultMalformed(t *testing.T) {
 func TestConcurrentCalls(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	s := startSim(t, Options{Pods: 8, Containers: 1, Clock: clk,
-		Latency: LatencyModel{OpContainerStatus: {P50: time.Hour}}})
+		Latency: LatencyModel{runtime.OpContainerStatus: {P50: time.Hour}}})
 	client := dial(t, s)
 	ctx := testContext(t)
 	cs, err := client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})

@@ -10,6 +10,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/cri"
 )
 
@@ -113,4 +115,41 @@ func describe(hist []Change, id string) string {
 		}
 	}
 	return s
+}
+
+// TestSandboxContainerStatuses: with the option, sandbox status answers
+// carry their containers' statuses and a timestamp, and a relist of every
+// pod makes one status call per pod instead of one per container too.
+func TestSandboxContainerStatuses(t *testing.T) {
+	for _, carry := range []bool{false, true} {
+		t.Run(fmt.Sprint("carry=", carry), func(t *testing.T) {
+			s := startSim(t, Options{Pods: 10, Containers: 3, Seed: 3, SandboxContainerStatuses: carry})
+			rt, err := cri.New(cri.Options{Endpoint: s.Endpoint(), Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			cache := podcache.New()
+			g, err := pleg.New(rt, pleg.Options{Logger: quietLogger(), Mode: pleg.ModeGeneric, Cache: cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Relist(testContext(t)); err != nil {
+				t.Fatal(err)
+			}
+			calls := s.Stats().Calls
+			wantStatus := uint64(30)
+			if carry {
+				wantStatus = 0
+			}
+			if calls[runtime.OpPodSandboxStatus] != 10 || calls[runtime.OpContainerStatus] != wantStatus {
+				t.Errorf("%d sandbox and %d container status calls, want 10 and %d", calls[runtime.OpPodSandboxStatus], calls[runtime.OpContainerStatus], wantStatus)
+			}
+			for uid, e := range cache.GetAll() {
+				if len(e.Status.Containers) != 3 || e.Status.Containers[0].GetMetadata() == nil {
+					t.Errorf("pod %s: %d containers cached", uid, len(e.Status.Containers))
+				}
+			}
+		})
+	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
+
+	"github.com/plegkit/pleg/runtime"
 )
 
 // OpLatency is how long one operation takes before the simulator answers:
@@ -25,7 +27,7 @@ type OpLatency struct {
 	PerItem  time.Duration
 }
 
-// LatencyModel maps operation names (OpListContainers, ...) to their
+// LatencyModel maps operation names (runtime.OpListContainers, ...) to their
 // latency; operations it leaves out answer at once.
 type LatencyModel map[string]OpLatency
 
@@ -48,10 +50,10 @@ func LatencyPreset(name string) (LatencyModel, error) {
 		return LatencyModel{}, nil
 	case LatencySeedNode:
 		return LatencyModel{
-			OpListPodSandbox:   {P50: 18 * time.Millisecond, P99: 69 * time.Millisecond},
-			OpListContainers:   {P50: 30 * time.Millisecond, P99: 81 * time.Millisecond},
-			OpContainerStatus:  {P50: 12 * time.Millisecond, P99: 28 * time.Millisecond},
-			OpPodSandboxStatus: {P50: 5 * time.Millisecond, P99: 18 * time.Millisecond},
+			runtime.OpListPodSandbox:   {P50: 18 * time.Millisecond, P99: 69 * time.Millisecond},
+			runtime.OpListContainers:   {P50: 30 * time.Millisecond, P99: 81 * time.Millisecond},
+			runtime.OpContainerStatus:  {P50: 12 * time.Millisecond, P99: 28 * time.Millisecond},
+			runtime.OpPodSandboxStatus: {P50: 5 * time.Millisecond, P99: 18 * time.Millisecond},
 		}, nil
 	}
 	return nil, fmt.Errorf("latency preset %q: want %s or %s", name, LatencyZero, LatencySeedNode)

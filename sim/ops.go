@@ -1,35 +1,12 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
 
-// Operation names, spelled as the kubelet's operation_type label. Faults
-// and latencies are keyed by them. The Stream* lists count as the list they
-// stream: StreamContainers is list_containers.
-const (
-	OpVersion             = "version"
-	OpStatus              = "status"
-	OpRuntimeConfig       = "runtime_config"
-	OpUpdateRuntimeConfig = "update_runtime_config"
-	OpRunPodSandbox       = "run_podsandbox"
-	OpStopPodSandbox      = "stop_podsandbox"
-	OpRemovePodSandbox    = "remove_podsandbox"
-	OpPodSandboxStatus    = "podsandbox_status"
-	OpListPodSandbox      = "list_podsandbox"
-	OpCreateContainer     = "create_container"
-	OpStartContainer      = "start_container"
-	OpStopContainer       = "stop_container"
-	OpRemoveContainer     = "remove_container"
-	OpListContainers      = "list_containers"
-	OpContainerStatus     = "container_status"
-	OpGetContainerEvents  = "get_container_events"
-	OpListImages          = "list_images"
-	OpImageStatus         = "image_status"
-	OpPullImage           = "pull_image"
-	OpRemoveImage         = "remove_image"
-	OpImageFsInfo         = "image_fs_info"
+	"github.com/plegkit/pleg/runtime"
 )
 
-// op indexes the operations, so that the per-call path reads faults,
+// op indexes the operations, named by runtime's Op constants, so that the per-call path reads faults,
 // latencies and counters from arrays instead of maps.
 type op uint8
 
@@ -61,47 +38,47 @@ const (
 func (o op) String() string {
 	switch o {
 	case opVersion:
-		return OpVersion
+		return runtime.OpVersion
 	case opStatus:
-		return OpStatus
+		return runtime.OpStatus
 	case opRuntimeConfig:
-		return OpRuntimeConfig
+		return runtime.OpRuntimeConfig
 	case opUpdateRuntimeConfig:
-		return OpUpdateRuntimeConfig
+		return runtime.OpUpdateRuntimeConfig
 	case opRunPodSandbox:
-		return OpRunPodSandbox
+		return runtime.OpRunPodSandbox
 	case opStopPodSandbox:
-		return OpStopPodSandbox
+		return runtime.OpStopPodSandbox
 	case opRemovePodSandbox:
-		return OpRemovePodSandbox
+		return runtime.OpRemovePodSandbox
 	case opPodSandboxStatus:
-		return OpPodSandboxStatus
+		return runtime.OpPodSandboxStatus
 	case opListPodSandbox:
-		return OpListPodSandbox
+		return runtime.OpListPodSandbox
 	case opCreateContainer:
-		return OpCreateContainer
+		return runtime.OpCreateContainer
 	case opStartContainer:
-		return OpStartContainer
+		return runtime.OpStartContainer
 	case opStopContainer:
-		return OpStopContainer
+		return runtime.OpStopContainer
 	case opRemoveContainer:
-		return OpRemoveContainer
+		return runtime.OpRemoveContainer
 	case opListContainers:
-		return OpListContainers
+		return runtime.OpListContainers
 	case opContainerStatus:
-		return OpContainerStatus
+		return runtime.OpContainerStatus
 	case opGetContainerEvents:
-		return OpGetContainerEvents
+		return runtime.OpGetContainerEvents
 	case opListImages:
-		return OpListImages
+		return runtime.OpListImages
 	case opImageStatus:
-		return OpImageStatus
+		return runtime.OpImageStatus
 	case opPullImage:
-		return OpPullImage
+		return runtime.OpPullImage
 	case opRemoveImage:
-		return OpRemoveImage
+		return runtime.OpRemoveImage
 	case opImageFsInfo:
-		return OpImageFsInfo
+		return runtime.OpImageFsInfo
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

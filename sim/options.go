@@ -51,6 +51,11 @@ type Options struct {
 	Events EventMode
 	// Faults are the faults active from the start; see SetFaults.
 	Faults Faults
+	// SandboxContainerStatuses makes PodSandboxStatus answers carry a
+	// Timestamp and the statuses of the sandbox's containers, as CRI-O's
+	// do with pod events on; containerd sends neither (2.0.0 to 2.0.2 sent
+	// the timestamp alone).
+	SandboxContainerStatuses bool
 	// GC collects exited containers the way the kubelet's container garbage
 	// collector does, keeping the newest exited container per pod and
 	// container name. Off, exited containers accumulate until their pod is
@@ -230,7 +235,21 @@ func (m EventMode) String() string {
 	return "EventMode(" + strconv.Itoa(int(m)) + ")"
 }
 
+// Validate reports every field that New would refuse, reading a zero
+// field as its default.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
+// withDefaults fills in unset fields and checks the result.
 func (o Options) withDefaults() (Options, error) {
+	o = o.defaulted()
+	return o, o.validate()
+}
+
+// defaulted is o with its unset fields set to their defaults.
+func (o Options) defaulted() Options {
 	if o.Churn.Tick == 0 {
 		o.Churn.Tick = DefaultTick
 	}
@@ -243,6 +262,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	return o
+}
+
+// validate checks options whose defaults are set.
+func (o Options) validate() error {
 	var errs []error
 	if o.Pods < 0 {
 		errs = append(errs, fmt.Errorf("pods %d must not be negative", o.Pods))
@@ -268,5 +292,5 @@ func (o Options) withDefaults() (Options, error) {
 	if err := o.Faults.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	return o, errors.Join(errs...)
+	return errors.Join(errs...)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/plegkit/pleg/runtime"
 )
 
 func TestParseChurn(t *testing.T) {
@@ -36,8 +38,8 @@ func TestParseFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.ErrorRate[OpContainerStatus] != 0.05 || f.ErrorRate["*"] != 0.01 || f.ErrorCode != codes.Internal ||
-		!f.Hang[OpListContainers] || f.HangPod != "uid-1" || f.SlowPod["uid-2"] != 300*time.Millisecond || f.StreamDropEvery != 30*time.Second ||
+	if f.ErrorRate[runtime.OpContainerStatus] != 0.05 || f.ErrorRate["*"] != 0.01 || f.ErrorCode != codes.Internal ||
+		!f.Hang[runtime.OpListContainers] || f.HangPod != "uid-1" || f.SlowPod["uid-2"] != 300*time.Millisecond || f.StreamDropEvery != 30*time.Second ||
 		!f.EventsUnimplemented || !f.OversizeLists || f.Malformed != (Malformed{NilMetadata: 2, UnknownState: 1, DuplicateIDs: 3}) {
 		t.Fatalf("parsed %+v", f)
 	}
@@ -97,7 +99,7 @@ func TestLatencyPresetDistribution(t *testing.T) {
 	if _, err := LatencyPreset("fast"); err == nil {
 		t.Error("unknown preset accepted")
 	}
-	l = newLatencies(LatencyModel{OpListContainers: {P50: time.Millisecond, PerItem: time.Microsecond}}, 1, nil)
+	l = newLatencies(LatencyModel{runtime.OpListContainers: {P50: time.Millisecond, PerItem: time.Microsecond}}, 1, nil)
 	if d := l.sample(opListContainers, 1000); d != 2*time.Millisecond {
 		t.Errorf("fixed 1ms + 1000 items × 1µs = %v, want 2ms", d)
 	}

@@ -211,6 +211,13 @@ func (r *runtimeServer) PodSandboxStatus(ctx context.Context, req *runtimeapi.Po
 	if lookupErr == nil {
 		uid = sb.md.GetUid()
 		resp = &runtimeapi.PodSandboxStatusResponse{Status: sb.status}
+		if r.s.opts.SandboxContainerStatuses {
+			resp.Timestamp = st.now()
+			resp.ContainersStatuses = make([]*runtimeapi.ContainerStatus, len(sb.containers))
+			for i, c := range sb.containers {
+				resp.ContainersStatuses[i] = c.status
+			}
+		}
 		if req.GetVerbose() {
 			resp.Info = verboseInfo(map[string]any{"pid": pid(sb.id), "runtimeHandler": sb.handler, "image": PauseImage})
 		}

@@ -29,8 +29,7 @@ func newVersionCommand(g *global) *cobra.Command {
 			defer cancel()
 			v, err := rt.Version(ctx)
 			if err != nil {
-				fmt.Fprintf(g.stdout, "runtime: unreachable at %s: %v\n", g.endpoint, err)
-				return nil
+				return fmt.Errorf("runtime unreachable at %s: %w", g.endpoint, err)
 			}
 			fmt.Fprintf(g.stdout, "runtime: %s %s (CRI %s) at %s\n", v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion(), g.endpoint)
 			return nil

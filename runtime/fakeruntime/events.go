@@ -53,7 +53,7 @@ func (r *Runtime) CloseEventsAtOnce(on bool) {
 
 // GetContainerEvents implements runtime.EventSource.
 func (r *Runtime) GetContainerEvents(ctx context.Context) (runtime.EventStream, error) {
-	_, _, _, err := r.begin(OpEvents, "")
+	_, _, _, err := r.begin(runtime.OpGetContainerEvents, "")
 	if err != nil {
 		return nil, err
 	}

@@ -23,17 +23,9 @@ import (
 	"github.com/plegkit/pleg/runtime"
 )
 
-// Op names a runtime operation, spelled as kubelet's operation_type label.
-type Op string
-
-// The operations of runtime.Runtime.
-const (
-	OpListPodSandbox   Op = "list_podsandbox"
-	OpListContainers   Op = "list_containers"
-	OpPodSandboxStatus Op = "podsandbox_status"
-	OpContainerStatus  Op = "container_status"
-	OpEvents           Op = "get_container_events"
-)
+// Op names a runtime operation: one of runtime's Op constants, such as
+// runtime.OpListPodSandbox, the kubelet's operation_type.
+type Op = string
 
 // Pod scripts one pod. Its sandboxes and containers get kubelet's labels.
 type Pod struct {
@@ -479,7 +471,7 @@ func filter[T any](items []T, keep func(T) bool) []T {
 
 // ListPodSandbox implements runtime.Runtime.
 func (r *Runtime) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	return serve(ctx, r, OpListPodSandbox, "", func(state *Snapshot) ([]*runtimeapi.PodSandbox, error) {
+	return serve(ctx, r, runtime.OpListPodSandbox, "", func(state *Snapshot) ([]*runtimeapi.PodSandbox, error) {
 		if f == nil {
 			return slices.Clone(state.sandboxes), nil
 		}
@@ -493,7 +485,7 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFi
 
 // ListContainers implements runtime.Runtime.
 func (r *Runtime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	return serve(ctx, r, OpListContainers, "", func(state *Snapshot) ([]*runtimeapi.Container, error) {
+	return serve(ctx, r, runtime.OpListContainers, "", func(state *Snapshot) ([]*runtimeapi.Container, error) {
 		if f == nil {
 			return slices.Clone(state.containers), nil
 		}
@@ -508,7 +500,7 @@ func (r *Runtime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFil
 
 // PodSandboxStatus implements runtime.Runtime.
 func (r *Runtime) PodSandboxStatus(ctx context.Context, id string, _ bool) (*runtimeapi.PodSandboxStatusResponse, error) {
-	return serve(ctx, r, OpPodSandboxStatus, id, func(state *Snapshot) (*runtimeapi.PodSandboxStatusResponse, error) {
+	return serve(ctx, r, runtime.OpPodSandboxStatus, id, func(state *Snapshot) (*runtimeapi.PodSandboxStatusResponse, error) {
 		st, ok := state.sandboxStatus[id]
 		if !ok {
 			return nil, status.Errorf(codes.NotFound, "an error occurred when try to find sandbox %q: not found", id)
@@ -519,7 +511,7 @@ func (r *Runtime) PodSandboxStatus(ctx context.Context, id string, _ bool) (*run
 
 // ContainerStatus implements runtime.Runtime.
 func (r *Runtime) ContainerStatus(ctx context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
-	return serve(ctx, r, OpContainerStatus, id, func(state *Snapshot) (*runtimeapi.ContainerStatusResponse, error) {
+	return serve(ctx, r, runtime.OpContainerStatus, id, func(state *Snapshot) (*runtimeapi.ContainerStatusResponse, error) {
 		st, ok := state.containerStatus[id]
 		if !ok {
 			return nil, status.Errorf(codes.NotFound, "an error occurred when try to find container %q: not found", id)

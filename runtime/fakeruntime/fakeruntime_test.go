@@ -508,9 +508,9 @@ func TestRemove(t *testing.T) {
 func TestInjectError(t *testing.T) {
 	ctx := context.Background()
 	r := New(webPod())
-	r.InjectError(OpListContainers, errA)
-	r.InjectError(OpListContainers, errB)
-	r.InjectError(OpContainerStatus, errC)
+	r.InjectError(runtime.OpListContainers, errA)
+	r.InjectError(runtime.OpListContainers, errB)
+	r.InjectError(runtime.OpContainerStatus, errC)
 	r.SetItemError("c-run", errB)
 
 	// Other ops are not affected.
@@ -537,14 +537,14 @@ func TestInjectError(t *testing.T) {
 	if _, err := r.ContainerStatus(ctx, "c-run", false); !errors.Is(err, errB) {
 		t.Fatalf("ContainerStatus: err = %v, want the item error %v", err, errB)
 	}
-	r.InjectError(OpContainerStatus, errA)
+	r.InjectError(runtime.OpContainerStatus, errA)
 	if _, err := r.ContainerStatus(ctx, "unknown", false); !errors.Is(err, errA) {
 		t.Fatalf("ContainerStatus of an unknown ID: err = %v, want the injected %v", err, errA)
 	}
 	if _, err := r.ContainerStatus(ctx, "unknown", false); status.Code(err) != codes.NotFound {
 		t.Fatalf("ContainerStatus of an unknown ID: err = %v, want NotFound", err)
 	}
-	if n := r.Calls(OpListContainers); n != 3 {
+	if n := r.Calls(runtime.OpListContainers); n != 3 {
 		t.Fatalf("Calls(list_containers) = %d, want 3 (failed calls count)", n)
 	}
 }
@@ -599,11 +599,11 @@ func TestSetHang(t *testing.T) {
 		id   string
 		call func(r *Runtime, ctx context.Context, id string) (bool, error)
 	}{
-		{"container", OpContainerStatus, "c-run", func(r *Runtime, ctx context.Context, id string) (bool, error) {
+		{"container", runtime.OpContainerStatus, "c-run", func(r *Runtime, ctx context.Context, id string) (bool, error) {
 			resp, err := r.ContainerStatus(ctx, id, false)
 			return resp != nil, err
 		}},
-		{"sandbox", OpPodSandboxStatus, "s1", func(r *Runtime, ctx context.Context, id string) (bool, error) {
+		{"sandbox", runtime.OpPodSandboxStatus, "s1", func(r *Runtime, ctx context.Context, id string) (bool, error) {
 			resp, err := r.PodSandboxStatus(ctx, id, false)
 			return resp != nil, err
 		}},
@@ -683,13 +683,13 @@ func TestSetLatency(t *testing.T) {
 		op   Op
 		call func(r *Runtime, ctx context.Context) error
 	}{
-		{OpListPodSandbox, func(r *Runtime, ctx context.Context) error { _, err := r.ListPodSandbox(ctx, nil); return err }},
-		{OpListContainers, func(r *Runtime, ctx context.Context) error { _, err := r.ListContainers(ctx, nil); return err }},
-		{OpPodSandboxStatus, func(r *Runtime, ctx context.Context) error {
+		{runtime.OpListPodSandbox, func(r *Runtime, ctx context.Context) error { _, err := r.ListPodSandbox(ctx, nil); return err }},
+		{runtime.OpListContainers, func(r *Runtime, ctx context.Context) error { _, err := r.ListContainers(ctx, nil); return err }},
+		{runtime.OpPodSandboxStatus, func(r *Runtime, ctx context.Context) error {
 			_, err := r.PodSandboxStatus(ctx, "s1", false)
 			return err
 		}},
-		{OpContainerStatus, func(r *Runtime, ctx context.Context) error {
+		{runtime.OpContainerStatus, func(r *Runtime, ctx context.Context) error {
 			_, err := r.ContainerStatus(ctx, "c-run", false)
 			return err
 		}},
@@ -762,7 +762,7 @@ func TestSetLatency(t *testing.T) {
 	// Outside a bubble too: an ended context cuts a long latency short.
 	t.Run("real time", func(t *testing.T) {
 		r := New(webPod())
-		r.SetLatency(OpListContainers, time.Hour)
+		r.SetLatency(runtime.OpListContainers, time.Hour)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := r.ListContainers(ctx, nil); status.Code(err) != codes.Canceled {
@@ -785,7 +785,7 @@ func TestCalls(t *testing.T) {
 	r.ContainerStatus(ctx, "gone", false)  // NotFound
 	r.PodSandboxStatus(ctx, "gone", false) // NotFound
 
-	wantOps := map[Op]int{OpListPodSandbox: 1, OpListContainers: 2, OpPodSandboxStatus: 2, OpContainerStatus: 4}
+	wantOps := map[Op]int{runtime.OpListPodSandbox: 1, runtime.OpListContainers: 2, runtime.OpPodSandboxStatus: 2, runtime.OpContainerStatus: 4}
 	for op, want := range wantOps {
 		if got := r.Calls(op); got != want {
 			t.Errorf("Calls(%s) = %d, want %d", op, got, want)
@@ -810,8 +810,8 @@ func TestCalls(t *testing.T) {
 	}
 	// Counting goes on after a reset; scripting survives it.
 	r.ContainerStatus(ctx, "c-ok", false)
-	if r.Calls(OpContainerStatus) != 1 || r.ItemCalls("c-ok") != 1 {
-		t.Errorf("counting after reset: %d, %d", r.Calls(OpContainerStatus), r.ItemCalls("c-ok"))
+	if r.Calls(runtime.OpContainerStatus) != 1 || r.ItemCalls("c-ok") != 1 {
+		t.Errorf("counting after reset: %d, %d", r.Calls(runtime.OpContainerStatus), r.ItemCalls("c-ok"))
 	}
 	if _, err := r.ContainerStatus(ctx, "c-ok", false); !errors.Is(err, errA) {
 		t.Errorf("ResetCalls cleared an item error: %v", err)
@@ -850,7 +850,7 @@ func TestLoadAndSetPods(t *testing.T) {
 	if _, err := r.ContainerStatus(context.Background(), "c2", false); !errors.Is(err, errA) {
 		t.Fatalf("item error lost by Load: %v", err)
 	}
-	if r.Calls(OpListContainers) == 0 {
+	if r.Calls(runtime.OpListContainers) == 0 {
 		t.Fatalf("counters lost by Load")
 	}
 }
@@ -957,11 +957,11 @@ func TestInspectPodOverFake(t *testing.T) {
 	if len(st.Sandboxes) != 2 || st.Sandboxes[0].GetId() != "s1" {
 		t.Errorf("sandboxes = %v", st.Sandboxes)
 	}
-	if r.Calls(OpListPodSandbox)+r.Calls(OpListContainers) != 0 {
+	if r.Calls(runtime.OpListPodSandbox)+r.Calls(runtime.OpListContainers) != 0 {
 		t.Errorf("InspectPod listed")
 	}
-	if r.Calls(OpPodSandboxStatus) != 2 || r.Calls(OpContainerStatus) != 5 || r.ItemCalls("c-ok") != 1 {
-		t.Errorf("status calls = %d/%d", r.Calls(OpPodSandboxStatus), r.Calls(OpContainerStatus))
+	if r.Calls(runtime.OpPodSandboxStatus) != 2 || r.Calls(runtime.OpContainerStatus) != 5 || r.ItemCalls("c-ok") != 1 {
+		t.Errorf("status calls = %d/%d", r.Calls(runtime.OpPodSandboxStatus), r.Calls(runtime.OpContainerStatus))
 	}
 
 	// The newest sandbox goes NOT_READY: no IPs.
@@ -1025,12 +1025,12 @@ func TestConcurrent(t *testing.T) {
 	})
 	wg.Go(func() {
 		for i := range n {
-			r.InjectError(OpListContainers, errA)
+			r.InjectError(runtime.OpListContainers, errA)
 			r.SetItemError("c-err", errB)
 			r.SetHang("c-created", false)
-			r.SetLatency(OpListPodSandbox, 0)
+			r.SetLatency(runtime.OpListPodSandbox, 0)
 			r.SetItemError("c-err", nil)
-			r.Calls(OpListContainers)
+			r.Calls(runtime.OpListContainers)
 			r.ItemCalls("c-run")
 			if i%10 == 0 {
 				r.ResetCalls()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/cri"
 	"github.com/plegkit/pleg/sim"
 	"github.com/plegkit/pleg/sim/simtest"
@@ -65,7 +66,7 @@ func TestDoctorReadsTheDaemon(t *testing.T) {
 		t.Errorf("daemon relists %+v", dm)
 	}
 
-	if err := s.SetFaults(sim.Faults{Hang: map[string]bool{sim.OpListContainers: true}}); err != nil {
+	if err := s.SetFaults(sim.Faults{Hang: map[string]bool{runtime.OpListContainers: true}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the daemon unhealthy", func() bool { ok, _ := d.Gen.Healthy(); return !ok })

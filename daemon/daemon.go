@@ -1,6 +1,11 @@
-// Package daemon assembles the node daemon: a generator over a runtime,
-// its pod cache and metrics, the event journal and the HTTP API, and runs
-// them until told to stop.
+// Package daemon assembles the node daemon that `pleg run` runs: a
+// generator over a runtime, its pod cache and metrics, the event journal
+// and the HTTP API, run until told to stop.
+//
+// An embedder with a runtime of its own gets the whole daemon, API and
+// journal included, from New and Run; see the package example. The parts
+// stay usable alone: pleg.New for the generator, package api for the HTTP
+// handler and the journal.
 package daemon
 
 import (

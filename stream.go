@@ -1,0 +1,201 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/plegkit/pleg/metrics"
+	"github.com/plegkit/pleg/runtime"
+)
+
+const (
+	// streamHold is how long the stream must stay up before it drives;
+	// until then global relists keep the normal period.
+	streamHold = 5 * time.Second
+	// Reconnects back off from retryMin to retryMax, with jitter.
+	retryMin = 100 * time.Millisecond
+	retryMax = 30 * time.Second
+	// firstAttemptWait bounds how long the first relist waits for the
+	// stream: subscribing first means no change falls between the list
+	// and the stream.
+	firstAttemptWait = 5 * time.Second
+)
+
+// streamSupervisor keeps the runtime's container event stream open for as
+// long as its context lasts: it hands every event on at once, so that the
+// runtime never waits on us (a slow reader stalls containerd's own
+// handlers), and reconnects with capped, jittered backoff whenever the
+// stream ends. Unlike the kubelet, it never gives up. Its state is read
+// from any goroutine.
+type streamSupervisor struct {
+	source        runtime.EventSource
+	mode          Mode
+	noStreamRetry time.Duration
+	clock         clock.WithDelayedExecution
+	log           *slog.Logger
+	metrics       *metrics.PLEG
+	// deliver takes each event with the time its stream connected. It
+	// must not block.
+	deliver func(ev *runtimeapi.ContainerEventResponse, connectedAt time.Time)
+	// changed is called when the stream connects, and when it ends after
+	// being open (opened) or fails to open: either way, what changed
+	// meanwhile is only in a list.
+	changed func(up, opened bool)
+
+	// attempted is closed once the first attempt to connect is over.
+	attempted     chan struct{}
+	attemptedOnce sync.Once
+	// retry cuts a backoff wait short.
+	retry chan struct{}
+
+	mu          sync.Mutex
+	connected   bool
+	since       time.Time // up since, or down since
+	err         error     // what ended it last
+	unsupported bool      // the runtime has no stream
+}
+
+func newStreamSupervisor(src runtime.EventSource, opts Options, m *metrics.PLEG) *streamSupervisor {
+	return &streamSupervisor{
+		source:        src,
+		mode:          opts.Mode,
+		noStreamRetry: opts.NoStreamRetry,
+		clock:         opts.Clock,
+		log:           opts.Logger,
+		metrics:       m,
+		attempted:     make(chan struct{}),
+		retry:         make(chan struct{}, 1),
+	}
+}
+
+func (s *streamSupervisor) up(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.connected, s.since, s.err, s.unsupported = true, at, nil, false
+}
+
+func (s *streamSupervisor) down(at time.Time, err error, unsupported bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.connected || s.since.IsZero() {
+		s.since = at
+	}
+	s.connected, s.err, s.unsupported = false, err, unsupported
+}
+
+func (s *streamSupervisor) attemptDone() { s.attemptedOnce.Do(func() { close(s.attempted) }) }
+
+// holding reports whether the stream has been up for streamHold.
+func (s *streamSupervisor) holding(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connected && now.Sub(s.since) >= streamHold
+}
+
+func (s *streamSupervisor) snapshot() (connected bool, since time.Time, err error, unsupported bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connected, s.since, s.err, s.unsupported
+}
+
+// retryNow cuts a wait before the next attempt short: the runtime answers
+// again, so its stream very likely does too. Backoff grown while it was
+// down would otherwise keep the stream down long after.
+func (s *streamSupervisor) retryNow() {
+	select {
+	case s.retry <- struct{}{}:
+	default:
+	}
+}
+
+// run keeps the stream open until ctx ends.
+func (s *streamSupervisor) run(ctx context.Context) {
+	defer s.attemptDone()
+	delay := time.Duration(0)
+	backoff := retryMin
+	for {
+		if delay > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.clock.After(delay):
+			case <-s.retry:
+				backoff = retryMin
+			}
+			s.metrics.StreamReconnects.Inc()
+		}
+		// A retry asked for before this attempt is served by it.
+		select {
+		case <-s.retry:
+		default:
+		}
+		start := s.clock.Now()
+		stream, err := s.source.GetContainerEvents(ctx)
+		opened := err == nil
+		if opened {
+			s.metrics.EventedConnectionSuccess.Inc()
+			s.metrics.StreamConnected.Set(1)
+			s.up(start)
+			s.attemptDone()
+			s.log.Info("Container event stream connected")
+			s.changed(true, false)
+			err = s.drain(ctx, stream, start)
+		}
+		s.attemptDone()
+		if ctx.Err() != nil {
+			s.down(s.clock.Now(), ctx.Err(), false)
+			s.metrics.StreamConnected.Set(0)
+			return
+		}
+		held := opened && s.clock.Since(start) >= streamHold
+		// CRI-O with events off closes at once; a runtime without the RPC
+		// answers Unimplemented: both mean there is no stream.
+		unsupported := status.Code(err) == codes.Unimplemented || (opened && !held && errors.Is(err, io.EOF))
+		s.metrics.StreamConnected.Set(0)
+		s.metrics.EventedConnectionErrors.Inc()
+		s.down(s.clock.Now(), err, unsupported)
+		s.changed(false, opened)
+		switch {
+		case unsupported && s.mode == ModeAuto:
+			s.log.Info("The runtime has no container event stream; relisting alone", "err", err, "retryIn", s.noStreamRetry)
+			delay = s.noStreamRetry
+		case held:
+			s.log.Warn("Container event stream ended; reconnecting", "err", err, "connectedFor", s.clock.Since(start))
+			delay, backoff = 0, retryMin
+		default:
+			s.log.Warn("Container event stream failed; relisting every period until it is back", "err", err, "retryIn", backoff)
+			delay = jitter(backoff)
+			backoff = min(2*backoff, retryMax)
+		}
+	}
+}
+
+// drain reads the stream until it ends.
+func (s *streamSupervisor) drain(ctx context.Context, stream runtime.EventStream, connectedAt time.Time) error {
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		s.deliver(ev, connectedAt)
+	}
+}
+
+// jitter spreads d by ±20%, so that the nodes of a cluster whose runtimes
+// restarted together do not reconnect together.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}

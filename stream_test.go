@@ -1,0 +1,336 @@
+package pleg
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/plegkit/pleg/metrics"
+	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/runtime/fakeruntime"
+)
+
+// scriptedSource answers each GetContainerEvents with the next of its
+// attempts: an error, or a stream that sends events and then ends with an
+// error after a while (or stays open while after is zero).
+type scriptedSource struct {
+	mu       sync.Mutex
+	attempts []attempt
+	opened   []time.Time
+}
+
+type attempt struct {
+	err    error
+	events []*runtimeapi.ContainerEventResponse
+	after  time.Duration
+	end    error
+}
+
+func (s *scriptedSource) GetContainerEvents(ctx context.Context) (runtime.EventStream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opened = append(s.opened, time.Now())
+	if len(s.attempts) == 0 {
+		return nil, status.Error(codes.Unavailable, "no more attempts scripted")
+	}
+	a := s.attempts[0]
+	s.attempts = s.attempts[1:]
+	if a.err != nil {
+		return nil, a.err
+	}
+	return &scriptedStream{ctx: ctx, a: a}, nil
+}
+
+func (s *scriptedSource) openedAt() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.opened...)
+}
+
+type scriptedStream struct {
+	ctx context.Context
+	a   attempt
+	i   int
+}
+
+func (s *scriptedStream) Recv() (*runtimeapi.ContainerEventResponse, error) {
+	if s.i < len(s.a.events) {
+		s.i++
+		return s.a.events[s.i-1], nil
+	}
+	if s.a.after == 0 {
+		<-s.ctx.Done()
+		return nil, s.ctx.Err()
+	}
+	select {
+	case <-time.After(s.a.after):
+		return nil, s.a.end
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+type supervised struct {
+	s       *streamSupervisor
+	mu      sync.Mutex
+	events  []string
+	changes []string
+}
+
+func supervise(t *testing.T, src runtime.EventSource, mode Mode) *supervised {
+	t.Helper()
+	m, err := metrics.NewPLEG(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := Options{Mode: mode, Clock: clock.RealClock{}, Logger: slog.New(slog.DiscardHandler)}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := &supervised{s: newStreamSupervisor(src, opts, m)}
+	sv.s.deliver = func(ev *runtimeapi.ContainerEventResponse, _ time.Time) {
+		sv.mu.Lock()
+		defer sv.mu.Unlock()
+		sv.events = append(sv.events, ev.GetContainerId())
+	}
+	sv.s.changed = func(up, opened bool) {
+		sv.mu.Lock()
+		defer sv.mu.Unlock()
+		switch {
+		case up:
+			sv.changes = append(sv.changes, "up")
+		case opened:
+			sv.changes = append(sv.changes, "ended")
+		default:
+			sv.changes = append(sv.changes, "failed")
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sv.s.run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return sv
+}
+
+func (sv *supervised) seen() (events, changes []string) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return append([]string(nil), sv.events...), append([]string(nil), sv.changes...)
+}
+
+func evt(id string) *runtimeapi.ContainerEventResponse {
+	return &runtimeapi.ContainerEventResponse{ContainerId: id}
+}
+
+func TestStreamSupervisor(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "connection refused")
+	for _, tc := range []struct {
+		name     string
+		mode     Mode
+		attempts []attempt
+		// wait is how long to let it run.
+		wait time.Duration
+		// gaps are the pauses before each attempt after the first, within
+		// the ±20% jitter.
+		gaps        []time.Duration
+		events      []string
+		changes     []string
+		connected   bool
+		unsupported bool
+	}{
+		{
+			name:     "failures back off, doubling",
+			attempts: []attempt{{err: unavailable}, {err: unavailable}, {err: unavailable}, {}},
+			wait:     time.Second,
+			gaps:     []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
+			changes:  []string{"failed", "failed", "failed", "up"},
+
+			connected: true,
+		},
+		{
+			name: "a stream that held reconnects at once",
+			attempts: []attempt{
+				{events: []*runtimeapi.ContainerEventResponse{evt("a"), evt("b")}, after: time.Minute, end: io.EOF},
+				{events: []*runtimeapi.ContainerEventResponse{evt("c")}},
+			},
+			wait:      2 * time.Minute,
+			gaps:      []time.Duration{time.Minute},
+			events:    []string{"a", "b", "c"},
+			changes:   []string{"up", "ended", "up"},
+			connected: true,
+		},
+		{
+			name:        "no stream: Unimplemented waits NoStreamRetry in auto mode",
+			mode:        ModeAuto,
+			attempts:    []attempt{{err: status.Error(codes.Unimplemented, "unknown method GetContainerEvents")}, {}},
+			wait:        6 * time.Minute,
+			gaps:        []time.Duration{5 * time.Minute},
+			changes:     []string{"failed", "up"},
+			connected:   true,
+			unsupported: false,
+		},
+		{
+			name:        "no stream: closed at once, as CRI-O with pod events off",
+			mode:        ModeAuto,
+			attempts:    []attempt{{after: time.Millisecond, end: io.EOF}},
+			wait:        time.Minute,
+			changes:     []string{"up", "ended"},
+			unsupported: true,
+		},
+		{
+			name:     "no stream in evented mode is a fault: retried with backoff",
+			mode:     ModeEvented,
+			attempts: []attempt{{err: status.Error(codes.Unimplemented, "no")}, {}},
+			wait:     time.Second,
+			gaps:     []time.Duration{100 * time.Millisecond},
+			changes:  []string{"failed", "up"},
+
+			connected: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := &scriptedSource{attempts: tc.attempts}
+				mode := tc.mode
+				if mode == "" {
+					mode = ModeAuto
+				}
+				sv := supervise(t, src, mode)
+				time.Sleep(tc.wait)
+				synctest.Wait()
+				opened := src.openedAt()
+				if len(opened) != len(tc.gaps)+1 {
+					t.Fatalf("%d attempts at %v, want %d", len(opened), opened, len(tc.gaps)+1)
+				}
+				for i, want := range tc.gaps {
+					gap := opened[i+1].Sub(opened[i])
+					if gap < want*8/10 || gap > want*12/10 {
+						t.Errorf("attempt %d came %v after the one before, want %v ±20%%", i+2, gap, want)
+					}
+				}
+				events, changes := sv.seen()
+				if !equalStrings(events, tc.events) || !equalStrings(changes, tc.changes) {
+					t.Errorf("events %v and changes %v, want %v and %v", events, changes, tc.events, tc.changes)
+				}
+				connected, _, _, unsupported := sv.s.snapshot()
+				if connected != tc.connected || unsupported != tc.unsupported {
+					t.Errorf("connected %v, unsupported %v; want %v, %v", connected, unsupported, tc.connected, tc.unsupported)
+				}
+			})
+		})
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestStreamRetriesAtOnceWhenTheRuntimeAnswers: after a long outage the
+// backoff has grown to its cap; the first list that succeeds again retries
+// the stream at once instead of waiting it out.
+func TestStreamRetriesAtOnceWhenTheRuntimeAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Out of scripted attempts, the source refuses every stream.
+		src := &scriptedSource{}
+		sv := supervise(t, src, ModeAuto)
+		// 100ms, 200ms, ... 25.6s, then 30s: the backoff is at its cap.
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		n := len(src.openedAt())
+		src.mu.Lock()
+		src.attempts = []attempt{{}}
+		src.mu.Unlock()
+		sv.s.retryNow()
+		synctest.Wait()
+		opened := src.openedAt()
+		if len(opened) != n+1 || !opened[n].Equal(time.Now()) {
+			t.Fatalf("attempts %d then %d, the last at %v; want one more, now (%v)", n, len(opened), opened[len(opened)-1], time.Now())
+		}
+		if c, _, _, _ := sv.s.snapshot(); !c {
+			t.Error("not connected after the retry")
+		}
+	})
+}
+
+// downRuntime is a runtime that can go down: every call fails while down.
+type downRuntime struct {
+	*fakeruntime.Runtime
+	down atomic.Bool
+}
+
+var errDown = status.Error(codes.Unavailable, "connection refused")
+
+func (r *downRuntime) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	if r.down.Load() {
+		return nil, errDown
+	}
+	return r.Runtime.ListPodSandbox(ctx, f)
+}
+
+func (r *downRuntime) GetContainerEvents(ctx context.Context) (runtime.EventStream, error) {
+	if r.down.Load() {
+		return nil, errDown
+	}
+	return r.Runtime.GetContainerEvents(ctx)
+}
+
+// TestStreamBackAsSoonAsTheRuntime: measured on containerd, after it was
+// down 34 s lists succeeded again at once but the stream stayed down more
+// than 8 s, because its backoff had grown. The first list that succeeds
+// retries it.
+func TestStreamBackAsSoonAsTheRuntime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &downRuntime{Runtime: fakeruntime.New(webPod(ctr("c1", running)))}
+		rt.EnableEvents(true)
+		g := newLoopGenerator(t, rt, podcache.New(), func(o *Options) { o.RelistPeriod = time.Second })
+		g.Start()
+		defer g.Stop()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if !g.Status().Evented {
+			t.Fatal("not evented before the outage")
+		}
+
+		rt.down.Store(true)
+		rt.EndStreams(errDown)
+		time.Sleep(34 * time.Second)
+		synctest.Wait()
+		if s := g.Status(); s.StreamConnected || s.ListFailingSince.IsZero() {
+			t.Fatalf("during the outage: %+v", s)
+		}
+		back := time.Now()
+		rt.down.Store(false)
+		// The next relist, a period later, finds the runtime back.
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		s := g.Status()
+		if !s.StreamConnected || s.StreamSince.Sub(back) > time.Second+time.Millisecond {
+			t.Errorf("stream connected %v since %v, %v after the runtime came back; want within the relist period", s.StreamConnected, s.StreamSince, s.StreamSince.Sub(back))
+		}
+	})
+}
