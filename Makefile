@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: test test-matrix check bench demo
+.PHONY: test test-matrix check bench demo fuzz
 
 # The end-to-end tests build and start their runtimes (internal/runtimetest):
 # the first run builds containerd and CRI-O into $(PLEG_CACHE_DIR), or
@@ -24,6 +24,12 @@ test-matrix:
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+
+## fuzz: each fuzz target for FUZZTIME (make test runs their seed corpora)
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzLeanDecode$$' -fuzztime $(FUZZTIME) ./runtime/cri/
+	$(GO) test -run '^$$' -fuzz '^FuzzLeanDecodeSandboxes$$' -fuzztime $(FUZZTIME) ./runtime/cri/
 
 ## bench: every benchmark, with allocations
 bench:
