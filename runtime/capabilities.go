@@ -126,7 +126,16 @@ func (s ListSize) String() string {
 	return fmt.Sprintf("%d in %s (%s)", s.Items, mib(s.Bytes), how)
 }
 
-func mib(n int) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
+func mib(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	}
+}
 
 // CapabilityReporter is a runtime that tells what it was found to offer:
 // the CRI adapter learns it from its own calls, so its report fills in as

@@ -181,20 +181,28 @@ func classifyEvents(err error, held bool) runtime.Capability {
 // On containerd 1.7 the subscribers of the event stream compete for its
 // events: a probe beside a running generator may take some from it.
 func ProbeContainerEvents(ctx context.Context, client runtimeapi.RuntimeServiceClient, wait time.Duration) (c runtime.Capability, cut bool) {
+	_, c, cut = probeEvents(ctx, client, wait)
+	return c, cut
+}
+
+// probeEvents is ProbeContainerEvents, with the event that arrived, if
+// one did.
+func probeEvents(ctx context.Context, client runtimeapi.RuntimeServiceClient, wait time.Duration) (*runtimeapi.ContainerEventResponse, runtime.Capability, bool) {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	var ev *runtimeapi.ContainerEventResponse
 	stream, err := client.GetContainerEvents(pctx, &runtimeapi.GetEventsRequest{})
 	if err == nil {
-		_, err = stream.Recv()
+		ev, err = stream.Recv()
 	}
 	if ctx.Err() != nil {
-		return runtime.Capability{Availability: runtime.Unknown, Detail: "cut short"}, true
+		return nil, runtime.Capability{Availability: runtime.Unknown, Detail: "cut short"}, true
 	}
 	// The runtime learns the deadline on the wire, rounded down, and may
 	// end the stream cleanly a moment before our own context fires.
 	deadline, _ := pctx.Deadline()
 	held := pctx.Err() != nil || time.Until(deadline) < wait/10
-	return classifyEvents(err, held), false
+	return ev, classifyEvents(err, held), false
 }
 
 // StreamPodSandboxes lists every sandbox of client with the
@@ -243,13 +251,12 @@ func (r *Runtime) Detect(ctx context.Context) (runtime.Capabilities, error) {
 	}
 	sandboxes, _ := r.ListPodSandbox(ctx, nil)
 	_, _ = r.ListContainers(ctx, nil)
-	ev, cut := ProbeContainerEvents(ctx, r.client, EventsProbeWait)
-	if !cut {
-		r.obs.update(func(c *runtime.Capabilities) {
-			if c.ContainerEvents.Availability != runtime.Supported || ev.Availability == runtime.Supported {
-				c.ContainerEvents = ev
-			}
-		})
+	ev, probe, cut := probeEvents(ctx, r.client, EventsProbeWait)
+	switch {
+	case ev != nil:
+		r.obs.event(ev)
+	case !cut && probe.Availability != runtime.Unknown:
+		r.obs.update(func(c *runtime.Capabilities) { c.ContainerEvents = probe })
 	}
 	var newest *runtimeapi.PodSandbox
 	for _, s := range sandboxes {
