@@ -109,6 +109,7 @@ func New(cfg Config) (*Daemon, error) {
 				}
 				return "generic", st.String()
 			},
+			Details:    runtimeDetails(cfg.Runtime),
 			Cache:      cache,
 			Journal:    journal,
 			Gatherer:   reg,
@@ -118,6 +119,23 @@ func New(cfg Config) (*Daemon, error) {
 		}),
 	}
 	return d, nil
+}
+
+// runtimeDetails are the lines /healthz?verbose tells of the runtime:
+// what it can do, as far as the daemon's calls showed it, when the
+// runtime reports that (the CRI adapter does).
+func runtimeDetails(rt runtime.Runtime) func() []string {
+	cr, ok := rt.(runtime.CapabilityReporter)
+	if !ok {
+		return nil
+	}
+	return func() []string {
+		lines := cr.Capabilities().Lines()
+		for i, l := range lines {
+			lines[i] = "runtime " + l
+		}
+		return lines
+	}
 }
 
 // Addr returns the address the API listens on.
