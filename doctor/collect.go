@@ -181,9 +181,10 @@ func newDiagnosis(client runtimeapi.RuntimeServiceClient, opts Options) *diagnos
 		StartedAt:     d.started,
 		BudgetSeconds: seconds(opts.Budget),
 		Support: Support{
-			StreamPodSandboxes: Probe{Availability: Unknown, Detail: "not probed"},
-			StreamContainers:   Probe{Availability: Unknown, Detail: "not probed"},
-			ContainerEvents:    Probe{Availability: Unknown, Detail: "not probed"},
+			StreamPodSandboxes:      Probe{Availability: Unknown, Detail: "not probed"},
+			StreamContainers:        Probe{Availability: Unknown, Detail: "not probed"},
+			ContainerEvents:         Probe{Availability: Unknown, Detail: "not probed"},
+			SandboxStatusContainers: Probe{Availability: Unknown, Detail: "no pod inspected"},
 		},
 		Inspection: Inspection{Concurrency: opts.Concurrency, CallTimeoutSeconds: seconds(opts.CallTimeout)},
 	}
@@ -418,6 +419,18 @@ func (d *diagnosis) probeEvents(ctx context.Context) {
 	d.rep.Support.ContainerEvents = Probe{Availability: Availability(c.Availability), Detail: c.Detail}
 }
 
+// sandboxStatus notes whether a PodSandboxStatus answer carried its
+// pod's container statuses: one answer with them shows the runtime has
+// them.
+func (d *diagnosis) sandboxStatus(resp *runtimeapi.PodSandboxStatusResponse) {
+	c := cri.SandboxStatusContainers(resp)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := &d.rep.Support.SandboxStatusContainers; p.Availability != Supported {
+		*p = Probe{Availability: Availability(c.Availability), Detail: c.Detail}
+	}
+}
+
 // groupPods groups the listed items by pod UID as the kubelet does:
 // sandboxes by their metadata, containers by their pod-UID label or else
 // by their sandbox. Items it cannot place are left out, as the kubelet
@@ -594,7 +607,10 @@ func (d *diagnosis) inspectPod(ctx context.Context, p *podItems) *podResult {
 	}
 	for _, sb := range p.sandboxes {
 		c := d.timed(ctx, runtime.OpPodSandboxStatus, func(ctx context.Context) error {
-			_, err := d.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.GetId()})
+			resp, err := d.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.GetId()})
+			if err == nil {
+				d.sandboxStatus(resp)
+			}
 			return err
 		})
 		c.target = sb.GetId()

@@ -8,6 +8,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/sim"
 )
 
 // Pods are grouped as the kubelet groups them.
@@ -67,6 +68,22 @@ func TestPlanSpreadsTheSample(t *testing.T) {
 	} {
 		if got := names(plan(pods, n)); !slices.Equal(got, want) {
 			t.Errorf("plan(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+// The report tells whether PodSandboxStatus answers carry the pod's
+// container statuses, as the runtime answered the inspection.
+func TestSandboxStatusSupport(t *testing.T) {
+	for _, with := range []bool{false, true} {
+		s, client := startSim(t, sim.Options{Pods: 2, Containers: 1, SandboxContainerStatuses: with})
+		r := diagnose(t, client, Options{Endpoint: s.Endpoint()})
+		want := map[bool]Probe{
+			false: {Availability: Unsupported, Detail: "no Timestamp, no ContainersStatuses"},
+			true:  {Availability: Supported, Detail: "Timestamp and ContainersStatuses set"},
+		}[with]
+		if got := r.Support.SandboxStatusContainers; got != want {
+			t.Errorf("with SandboxContainerStatuses=%v: %+v, want %+v", with, got, want)
 		}
 	}
 }

@@ -103,23 +103,30 @@ func (o *observer) list(sandboxes bool, items int, n *counter, streamed bool) {
 }
 
 // sandboxStatus records whether a PodSandboxStatus answer carried the
-// pod's container statuses, the kubelet's rule: a Timestamp and
-// ContainersStatuses, both.
+// pod's container statuses.
 func (o *observer) sandboxStatus(resp *runtimeapi.PodSandboxStatusResponse) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.sandboxStatusBoth {
 		return
 	}
-	c := &o.caps.SandboxStatusContainers
+	o.caps.SandboxStatusContainers = SandboxStatusContainers(resp)
+	o.sandboxStatusBoth = o.caps.SandboxStatusContainers.Availability == runtime.Supported
+}
+
+// SandboxStatusContainers tells whether a PodSandboxStatus answer carries
+// the statuses of its pod's containers, by the kubelet's rule: a Timestamp
+// and ContainersStatuses, both. A runtime that has them answers without
+// statuses for a pod without containers, so one answer with both shows
+// the capability; one without does not show its lack.
+func SandboxStatusContainers(resp *runtimeapi.PodSandboxStatusResponse) runtime.Capability {
 	switch {
 	case resp.GetTimestamp() != 0 && len(resp.GetContainersStatuses()) > 0:
-		o.sandboxStatusBoth = true
-		*c = runtime.Capability{Availability: runtime.Supported, Detail: "Timestamp and ContainersStatuses set"}
+		return runtime.Capability{Availability: runtime.Supported, Detail: "Timestamp and ContainersStatuses set"}
 	case resp.GetTimestamp() != 0:
-		*c = runtime.Capability{Availability: runtime.Unsupported, Detail: "Timestamp set without ContainersStatuses"}
+		return runtime.Capability{Availability: runtime.Unsupported, Detail: "Timestamp set without ContainersStatuses"}
 	default:
-		*c = runtime.Capability{Availability: runtime.Unsupported, Detail: "no Timestamp, no ContainersStatuses"}
+		return runtime.Capability{Availability: runtime.Unsupported, Detail: "no Timestamp, no ContainersStatuses"}
 	}
 }
 
