@@ -3,6 +3,7 @@ package runtimetest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +38,8 @@ type ContainerSpec struct {
 	Name    string
 	Args    []string
 	Attempt uint32 // restart count, also the restartCount annotation
+	// Annotations are added to the kubelet's.
+	Annotations map[string]string
 }
 
 func (in *Instance) podLogDir(pod PodSpec) string {
@@ -99,6 +102,11 @@ func (in *Instance) CreateContainer(ctx context.Context, sandboxID string, pod P
 	if err := os.MkdirAll(filepath.Join(in.podLogDir(pod), c.Name), 0o755); err != nil {
 		return "", err
 	}
+	annotations := maps.Clone(c.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationRestartCount] = strconv.FormatUint(uint64(c.Attempt), 10)
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
 		// CRI-O refuses a container whose image spec does not say what
@@ -113,9 +121,7 @@ func (in *Instance) CreateContainer(ctx context.Context, sandboxID string, pod P
 			LabelPodNamespace:  pod.Namespace,
 			LabelContainerName: c.Name,
 		},
-		Annotations: map[string]string{
-			AnnotationRestartCount: strconv.FormatUint(uint64(c.Attempt), 10),
-		},
+		Annotations: annotations,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				NamespaceOptions: hostNetwork(),

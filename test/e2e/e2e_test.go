@@ -88,6 +88,13 @@ func watch(t *testing.T, in *runtimetest.Instance, opts pleg.Options) *watcher {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return watchRuntime(t, rt, opts)
+}
+
+// watchRuntime is watch over the given adapter.
+func watchRuntime(t *testing.T, rt *cri.Runtime, opts pleg.Options) *watcher {
+	t.Helper()
 	w := &watcher{cache: podcache.New()}
 	if opts.RelistPeriod == 0 {
 		opts.RelistPeriod = 100 * time.Millisecond
@@ -96,6 +103,7 @@ func watch(t *testing.T, in *runtimetest.Instance, opts pleg.Options) *watcher {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	var err error
 	w.gen, err = pleg.New(rt, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +129,6 @@ func watch(t *testing.T, in *runtimetest.Instance, opts pleg.Options) *watcher {
 		cancel()
 		<-done
 		sub.Close()
-		_ = rt.Close()
 	})
 	return w
 }
@@ -132,6 +139,13 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// all returns every event recorded.
+func (w *watcher) all() []pleg.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.events)
 }
 
 // of returns the events recorded for pod uid.
