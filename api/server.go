@@ -42,7 +42,10 @@ type Options struct {
 	// Mode, if set, tells how the generator learns of changes: a short
 	// word for the X-Pleg-Mode header (generic, evented) and a line for
 	// /healthz?verbose.
-	Mode    func() (word, line string)
+	Mode func() (word, line string)
+	// Details, if set, are more lines for /healthz?verbose, after the
+	// mode's: what the runtime can do, say.
+	Details func() []string
 	Cache   Cache
 	Journal *Journal
 	// Gatherer serves /metrics; nil serves none.
@@ -169,6 +172,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	if line != "" {
 		fmt.Fprintln(w, line)
+	}
+	if s.opts.Details != nil {
+		for _, l := range s.opts.Details() {
+			fmt.Fprintln(w, l)
+		}
 	}
 	if len(errs) > 0 {
 		fmt.Fprintln(w, "healthz check failed")
