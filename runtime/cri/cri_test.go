@@ -34,8 +34,11 @@ type server struct {
 	streamCalls atomic.Int32
 	listCalls   atomic.Int32
 	// events are sent to each caller of GetContainerEvents, which then
-	// ends the stream.
-	events []*runtimeapi.ContainerEventResponse
+	// ends the stream, or with holdEvents keeps it open.
+	events     []*runtimeapi.ContainerEventResponse
+	holdEvents bool
+	// sandboxStatus, if set, changes each PodSandboxStatus answer.
+	sandboxStatus func(*runtimeapi.PodSandboxStatusResponse)
 }
 
 func (s *server) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
@@ -97,7 +100,11 @@ func (s *server) StreamContainers(req *runtimeapi.StreamContainersRequest, strea
 }
 
 func (s *server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	return s.rt.PodSandboxStatus(ctx, req.GetPodSandboxId(), req.GetVerbose())
+	resp, err := s.rt.PodSandboxStatus(ctx, req.GetPodSandboxId(), req.GetVerbose())
+	if err == nil && s.sandboxStatus != nil {
+		s.sandboxStatus(resp)
+	}
+	return resp, err
 }
 
 func (s *server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
@@ -113,6 +120,9 @@ func (s *server) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.
 		if err := stream.Send(ev); err != nil {
 			return err
 		}
+	}
+	if s.holdEvents {
+		<-stream.Context().Done()
 	}
 	return nil
 }

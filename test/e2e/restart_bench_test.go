@@ -14,8 +14,8 @@ import (
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/daemon"
+	"github.com/plegkit/pleg/internal/runtimetest"
 	"github.com/plegkit/pleg/runtime/cri"
-	"github.com/plegkit/pleg/test/containerdtest"
 )
 
 // BenchmarkRestartLatency measures, on containerd, how long after the CRI
@@ -34,7 +34,7 @@ import (
 //
 // PLEG_BENCH_RESTART_DURATION shortens or lengthens each run (30s).
 func BenchmarkRestartLatency(b *testing.B) {
-	in := containerd(b)
+	in := benchContainerd(b)
 	clearPods(b, in)
 	b.Cleanup(func() { clearPods(b, in) })
 	duration := 30 * time.Second
@@ -89,7 +89,7 @@ type watched struct {
 	sub, api *arrivals
 }
 
-func watchDaemon(b *testing.B, ctx context.Context, in *containerdtest.Instance, name string, hintOnly bool) *watched {
+func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, name string, hintOnly bool) *watched {
 	b.Helper()
 	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -148,13 +148,13 @@ func watchDaemon(b *testing.B, ctx context.Context, in *containerdtest.Instance,
 
 // restartLatency runs one measurement: pods×2 containers, restarts at rate
 // for duration, then the latency of each event type at each consumer.
-func restartLatency(b *testing.B, in *containerdtest.Instance, pods int, rate float64, duration time.Duration) {
+func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float64, duration time.Duration) {
 	b.StopTimer()
 	defer b.StartTimer()
 	ctx := context.Background()
 	clearPods(b, in)
 	type app struct {
-		pod     containerdtest.PodSpec
+		pod     runtimetest.PodSpec
 		sandbox string
 		id      string
 		n       int
@@ -162,15 +162,15 @@ func restartLatency(b *testing.B, in *containerdtest.Instance, pods int, rate fl
 	}
 	apps := make([]*app, pods)
 	for i := range pods {
-		pod := containerdtest.PodSpec{UID: fmt.Sprintf("restart-%03d", i), Name: fmt.Sprintf("restart-%03d", i), Namespace: "bench"}
+		pod := runtimetest.PodSpec{UID: fmt.Sprintf("restart-%03d", i), Name: fmt.Sprintf("restart-%03d", i), Namespace: "bench"}
 		sb, err := in.RunPod(ctx, pod)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := in.RunContainer(ctx, sb, pod, containerdtest.ContainerSpec{Name: "sidecar", Args: sleeping}); err != nil {
+		if _, err := in.RunContainer(ctx, sb, pod, runtimetest.ContainerSpec{Name: "sidecar", Args: sleeping}); err != nil {
 			b.Fatal(err)
 		}
-		id, err := in.RunContainer(ctx, sb, pod, containerdtest.ContainerSpec{Name: "app", Args: sleeping})
+		id, err := in.RunContainer(ctx, sb, pod, runtimetest.ContainerSpec{Name: "app", Args: sleeping})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func restartLatency(b *testing.B, in *containerdtest.Instance, pods int, rate fl
 		}
 		done(a.id, string(pleg.ContainerRemoved))
 		a.n++
-		id, err := in.CreateContainer(ctx, a.sandbox, a.pod, containerdtest.ContainerSpec{Name: "app", Attempt: uint32(a.n), Args: sleeping})
+		id, err := in.CreateContainer(ctx, a.sandbox, a.pod, runtimetest.ContainerSpec{Name: "app", Attempt: uint32(a.n), Args: sleeping})
 		if err != nil {
 			b.Error(err)
 			return
