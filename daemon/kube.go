@@ -8,6 +8,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/kubereport"
+	"github.com/plegkit/pleg/runtime"
 )
 
 // newKubeReporter returns the reporter into the Kubernetes API that
@@ -20,7 +21,7 @@ func newKubeReporter(cfg Config, gen *pleg.Generator, reg prometheus.Registerer)
 	kc := *cfg.Kube
 	kc.Logger = cfg.Logger.With("component", "kubereport")
 	kc.Registerer = reg
-	if sizes, ok := cfg.Runtime.(kubereport.ListSizer); ok && kc.Sizes == nil {
+	if sizes, ok := cfg.Runtime.(runtime.ListSizer); ok && kc.Sizes == nil {
 		kc.Sizes = sizes
 	}
 	return kubereport.New(gen, kc)

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/runtime"
 )
 
 // ConditionType is the node condition pleg owns. It follows
@@ -44,13 +45,6 @@ const KubeletMaxMessageBytes = 16 << 20
 // it, as pleg doctor's list-near-limit.
 const nearLimit = 0.75
 
-// ListSizes are the byte sizes of the latest whole-node list answers and
-// the largest answer the runtime client accepts; zero when unknown.
-type ListSizes struct {
-	PodSandboxes, Containers int
-	Limit                    int
-}
-
 // verdict is what the condition says.
 type verdict struct {
 	degraded bool
@@ -77,7 +71,7 @@ type cause struct {
 // kubelet, which waits two minutes for each such call, is then at risk.
 // known is false before pleg has anything to say: no relist succeeded
 // yet and nothing failed.
-func assess(st pleg.Status, sizes ListSizes, now time.Time, grace time.Duration) (v verdict, known bool) {
+func assess(st pleg.Status, sizes runtime.ListSizes, now time.Time, grace time.Duration) (v verdict, known bool) {
 	var causes []cause
 	if !st.ListFailingSince.IsZero() && now.Sub(st.ListFailingSince) >= grace {
 		causes = append(causes, listFailure(st.ListError, st.ListFailingSince))
@@ -174,17 +168,17 @@ func hungPods(failing []pleg.PodFailure) (cause, bool) {
 	return cause{ReasonPodStatusHung, msg + "; the kubelet waits for each such call in every relist"}, true
 }
 
-// listSize reports a whole-node list answer near the limit that counts:
-// the kubelet's 16 MiB, or the runtime client's own if lower.
-func listSize(s ListSizes) (cause, bool) {
-	limit := KubeletMaxMessageBytes
-	whose := "the kubelet's"
-	if s.Limit > 0 && s.Limit < limit {
-		limit, whose = s.Limit, "the client's"
+// listSize reports a whole-node list near a limit: the kubelet's 16 MiB,
+// which its unary lists receive as one message, or the runtime client's
+// own, for the largest message it received.
+func listSize(s runtime.ListSizes) (cause, bool) {
+	op, l := "ListContainers", s.Containers
+	if s.PodSandboxes.Bytes > l.Bytes {
+		op, l = "ListPodSandbox", s.PodSandboxes
 	}
-	op, size := "ListContainers", s.Containers
-	if s.PodSandboxes > size {
-		op, size = "ListPodSandbox", s.PodSandboxes
+	size, limit, whose := l.Bytes, KubeletMaxMessageBytes, "the kubelet's"
+	if s.LimitBytes > 0 && float64(l.LargestMessageBytes)/float64(s.LimitBytes) > float64(size)/float64(limit) {
+		size, limit, whose = l.LargestMessageBytes, s.LimitBytes, "pleg's receive"
 	}
 	if float64(size) < nearLimit*float64(limit) {
 		return cause{}, false

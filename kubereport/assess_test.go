@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/runtime"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -29,7 +30,7 @@ func TestAssess(t *testing.T) {
 	tests := []struct {
 		name   string
 		status func(*pleg.Status)
-		sizes  ListSizes
+		sizes  runtime.ListSizes
 		known  bool
 		reason string
 		// message holds these, in order
@@ -141,21 +142,28 @@ func TestAssess(t *testing.T) {
 		},
 		{
 			name:    "a list near the kubelet's limit",
-			sizes:   ListSizes{PodSandboxes: 1 << 20, Containers: 13 << 20, Limit: 64 << 20},
+			sizes:   sizes(1<<20, 1<<20, 13<<20, 64<<20),
 			known:   true,
 			reason:  ReasonListNearSizeLimit,
 			message: []string{"the ListContainers answer is 13.0 MiB, 81% of the kubelet's 16.0 MiB limit"},
 		},
 		{
 			name:    "a list near the client's own, lower, limit",
-			sizes:   ListSizes{PodSandboxes: 7 << 20, Containers: 1 << 20, Limit: 8 << 20},
+			sizes:   sizes(7<<20, 7<<20, 1<<20, 8<<20),
 			known:   true,
 			reason:  ReasonListNearSizeLimit,
-			message: []string{"the ListPodSandbox answer is 7.0 MiB, 87% of the client's 8.0 MiB limit"},
+			message: []string{"the ListPodSandbox answer is 7.0 MiB, 87% of pleg's receive 8.0 MiB limit"},
+		},
+		{
+			name:    "a streamed list in small messages, over what the kubelet takes in one",
+			sizes:   sizes(1<<20, 1<<20, 20<<20, 64<<20, 4<<20),
+			known:   true,
+			reason:  ReasonListNearSizeLimit,
+			message: []string{"the ListContainers answer is 20.0 MiB, 125% of the kubelet's 16.0 MiB limit"},
 		},
 		{
 			name:   "a list far from the limit",
-			sizes:  ListSizes{PodSandboxes: 1 << 20, Containers: 11 << 20, Limit: 64 << 20},
+			sizes:  sizes(1<<20, 11<<20, 11<<20, 64<<20),
 			known:  true,
 			reason: ReasonHealthy,
 		},
@@ -212,5 +220,19 @@ func TestOneLineBoundsErrors(t *testing.T) {
 	}
 	if oneLine(nil) != "unknown error" {
 		t.Errorf("oneLine(nil) = %q", oneLine(nil))
+	}
+}
+
+// sizes are list sizes of sandboxes' and containers' answers against limit,
+// each answer one message unless a largest message is given.
+func sizes(sandboxes, sandboxesLargest, containers, limit int, containersLargest ...int) runtime.ListSizes {
+	largest := containers
+	if len(containersLargest) > 0 {
+		largest = containersLargest[0]
+	}
+	return runtime.ListSizes{
+		PodSandboxes: runtime.ListSize{Bytes: sandboxes, LargestMessageBytes: sandboxesLargest},
+		Containers:   runtime.ListSize{Bytes: containers, LargestMessageBytes: largest},
+		LimitBytes:   limit,
 	}
 }

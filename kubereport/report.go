@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/runtime"
 )
 
 // Component is the reporting controller of pleg's events, and the field
@@ -71,11 +72,6 @@ type Source interface {
 	Status() pleg.Status
 }
 
-// ListSizer tells the sizes of the latest whole-node list answers.
-type ListSizer interface {
-	ListSizes() ListSizes
-}
-
 // Client is the part of the Kubernetes API the reporter writes to; a
 // kubernetes.Interface is one, and so is NewClient's.
 type Client interface {
@@ -88,8 +84,9 @@ type Config struct {
 	// NodeName is the Node object of this node.
 	NodeName string
 	Client   Client
-	// Sizes, if set, tells the list sizes (the CRI adapter's).
-	Sizes ListSizer
+	// Sizes, if set, tells the sizes of the runtime's whole-node lists
+	// (the CRI adapter does).
+	Sizes runtime.ListSizer
 	// Clock, Logger and Registerer default to the real clock,
 	// slog.Default() and none.
 	Clock      clock.WithTicker
@@ -259,7 +256,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 // records the events it calls for. It never waits for the API server.
 func (r *Reporter) observe(recorder events.EventRecorder, now time.Time) {
 	st := r.src.Status()
-	var sizes ListSizes
+	var sizes runtime.ListSizes
 	if r.cfg.Sizes != nil {
 		sizes = r.cfg.Sizes.ListSizes()
 	}
