@@ -151,7 +151,7 @@ func relistAge(st pleg.Status, now time.Time) (cause, bool) {
 func hungPods(failing []pleg.PodFailure) (cause, bool) {
 	var hung []pleg.PodFailure
 	for _, f := range failing {
-		if f.Deadline {
+		if isHung(f) {
 			hung = append(hung, f)
 		}
 	}
@@ -185,6 +185,13 @@ func listSize(s runtime.ListSizes) (cause, bool) {
 	}
 	return cause{ReasonListNearSizeLimit, fmt.Sprintf("the %s answer is %s, %d%% of %s %s limit; past it every relist fails",
 		op, mib(size), 100*size/limit, whose, mib(limit))}, true
+}
+
+// isHung tells a pod whose status calls do not answer: its inspection
+// passed pleg's deadline, or a call passed its own (the runtime client's
+// request timeout, when that is the shorter).
+func isHung(f pleg.PodFailure) bool {
+	return f.Deadline || status.Code(f.Err) == codes.DeadlineExceeded
 }
 
 func podName(f pleg.PodFailure) string {

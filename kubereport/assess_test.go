@@ -132,6 +132,15 @@ func TestAssess(t *testing.T) {
 			message: []string{"pod shop/web", "; and 1 more pod;"},
 		},
 		{
+			name: "a pod whose status call passed the client's own deadline",
+			status: func(s *pleg.Status) {
+				f := hung
+				f.Deadline, f.Err = false, fmt.Errorf("status of sandbox s1: %w", status.Error(codes.DeadlineExceeded, "context deadline exceeded"))
+				s.FailingPods = []pleg.PodFailure{f}
+			},
+			known: true, reason: ReasonPodStatusHung,
+		},
+		{
 			name: "a pod that fails otherwise does not degrade the node",
 			status: func(s *pleg.Status) {
 				failing := hung

@@ -145,13 +145,14 @@ func (n *notices) failingPods(out []event, st pleg.Status, now time.Time) []even
 			continue // no object to write about
 		}
 		ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: f.Namespace, Name: f.Name, UID: types.UID(f.UID)}
+		hung := isHung(f)
 		switch {
-		case f.Deadline && !told.hung:
+		case hung && !told.hung:
 			told.hung = true
 			out = append(out, event{regarding: ref, warning: true, reason: ReasonPodStatusHung, action: actionInspect,
 				note: fmt.Sprintf("the container runtime's status calls for this pod do not answer within pleg's inspection deadline (since %s): %s; its pod lifecycle events wait, and the kubelet waits for each such call in every relist",
 					stamp(f.Since), oneLine(f.Err))})
-		case !f.Deadline && !told.failing && now.Sub(f.Since) >= n.grace:
+		case !hung && !told.failing && now.Sub(f.Since) >= n.grace:
 			told.failing = true
 			out = append(out, event{regarding: ref, warning: true, reason: ReasonPodInspectionFailing, action: actionInspect,
 				note: fmt.Sprintf("the container runtime fails to report this pod's status since %s: %s; its pod lifecycle events wait",
