@@ -13,6 +13,11 @@ FUZZTIME ?= 10s
 
 .PHONY: test test-matrix check test-stress bench bench-long fuzz demo
 
+# test/kube is a Go module of its own: it requires k8s.io/kubernetes and
+# etcd, to test reporting into a real kube-apiserver, and the product's
+# module does not. ./... from the root does not descend into it.
+KUBE_TEST_MODULE = test/kube
+
 # The end-to-end tests build and start their runtimes (internal/runtimetest):
 # the first run builds containerd and CRI-O into $(PLEG_CACHE_DIR), or
 # .cache, which takes minutes.
@@ -24,6 +29,7 @@ TEST_TIMEOUT ?= 40m
 ## on and off (PLEG_CONTAINERD_VERSIONS and PLEG_CRIO_VERSIONS choose others)
 test: check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-matrix: the runtime harness and end-to-end tests against every
 ## containerd line in the field (1.7, 2.0, 2.1, 2.2, 2.3, 2.4) and CRI-O
@@ -33,6 +39,7 @@ test-matrix:
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd $(KUBE_TEST_MODULE) && $(GO) vet ./...
 
 ## test-stress: the timing-sensitive suites with the race detector, three
 ## times, while two CPU hogs keep both cores of a small machine busy; the

@@ -1,0 +1,468 @@
+// Package kubetest starts a real Kubernetes API server for tests: etcd and
+// kube-apiserver built from their Go modules (go.etcd.io/etcd/server/v3
+// and k8s.io/kubernetes, at the versions this module's go.mod names as
+// tools), run as processes of their own on loopback ports, with RBAC on,
+// a token for an admin and service account tokens that the API server
+// signs. The first start builds both binaries with `go build`, which needs
+// the Go module proxy and takes minutes; later starts reuse the build
+// cache.
+package kubetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// The tools' packages, as this module's go.mod names them.
+const (
+	apiServerPkg = "k8s.io/kubernetes/cmd/kube-apiserver"
+	etcdPkg      = "go.etcd.io/etcd/server/v3"
+)
+
+// AdminToken is the bearer token of an admin (group system:masters).
+const AdminToken = "pleg-test-admin-token"
+
+// Server is a running etcd and kube-apiserver. Its methods are safe for
+// concurrent use.
+type Server struct {
+	dir       string
+	bin       Binaries
+	etcdURL   string
+	port      int
+	caFile    string
+	apiArgs   []string
+	logf      func(string, ...any)
+	mu        sync.Mutex
+	etcd      *process
+	apiServer *process
+}
+
+// Binaries are the built etcd and kube-apiserver.
+type Binaries struct {
+	Etcd, APIServer string
+}
+
+// InCI reports whether CI=true: then a server that cannot start fails the
+// test instead of skipping it.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Unavailable ends the test because the API server could not start:
+// t.Fatalf under CI=true, t.Skipf otherwise.
+func Unavailable(t testing.TB, err error) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("a real kube-apiserver is required under CI=true but could not start: %v", err)
+	}
+	t.Skipf("skipping, no kube-apiserver (set CI=true to make this a failure): %v", err)
+}
+
+// Build builds etcd and kube-apiserver into <cache>/kube/bin, the cache
+// being $PLEG_CACHE_DIR or else the repository's .cache; `go build` relinks
+// nothing that is up to date. Concurrent builds, also from other test
+// processes, take turns through a lock file.
+func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
+	mod, err := moduleDir()
+	if err != nil {
+		return Binaries{}, err
+	}
+	cache := os.Getenv("PLEG_CACHE_DIR")
+	if cache == "" {
+		cache = filepath.Join(mod, "..", "..", ".cache")
+	}
+	binDir, err := filepath.Abs(filepath.Join(cache, "kube", "bin"))
+	if err != nil {
+		return Binaries{}, err
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return Binaries{}, fmt.Errorf("kubetest: %w", err)
+	}
+	unlock, err := lock(filepath.Join(binDir, "..", "build.lock"))
+	if err != nil {
+		return Binaries{}, err
+	}
+	defer unlock()
+	b := Binaries{Etcd: filepath.Join(binDir, "etcd"), APIServer: filepath.Join(binDir, "kube-apiserver")}
+	for _, out := range []struct{ pkg, path string }{{etcdPkg, b.Etcd}, {apiServerPkg, b.APIServer}} {
+		if _, err := os.Stat(out.path); err != nil {
+			logf("kubetest: building %s (from the Go module proxy the first time: minutes)", out.pkg)
+		}
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out.path, out.pkg)
+		cmd.Dir = mod
+		// Built as a plain `go build` builds them (the tests' -race is a
+		// flag of theirs), so that the build cache serves every run.
+		if output, err := cmd.CombinedOutput(); err != nil {
+			return b, fmt.Errorf("kubetest: go build %s in %s: %v\n%s", out.pkg, mod, err, tail(string(output), 20))
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			logf("kubetest: built %s in %v", out.pkg, d.Round(time.Second))
+		}
+	}
+	return b, nil
+}
+
+// Start starts etcd and kube-apiserver in a temporary directory and waits
+// until the API server is ready. Stop them with Stop.
+func Start(ctx context.Context, logf func(string, ...any)) (*Server, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	bin, err := Build(ctx, logf)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kubetest")
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	s := &Server{dir: dir, bin: bin, logf: logf}
+	if err := s.start(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	clientPort, peerPort := ports[0], ports[1]
+	s.port = ports[2]
+	s.etcdURL = "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	s.etcd, err = startProcess(filepath.Join(s.dir, "etcd.log"), s.bin.Etcd,
+		"--name=default",
+		"--data-dir="+filepath.Join(s.dir, "etcd"),
+		"--listen-client-urls="+s.etcdURL, "--advertise-client-urls="+s.etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		"--unsafe-no-fsync", // a test's data need not survive a power cut
+		"--log-level=warn",
+	)
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, s.etcd, "etcd", func() error {
+		resp, err := http.Get(s.etcdURL + "/health")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"health":"true"`) {
+			return fmt.Errorf("etcd /health: %d %s", resp.StatusCode, body)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	files, err := writeSecrets(s.dir)
+	if err != nil {
+		return err
+	}
+	s.caFile = files.ca
+	s.apiArgs = []string{
+		"--etcd-servers=" + s.etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(s.port),
+		"--tls-cert-file=" + files.cert, "--tls-private-key-file=" + files.key,
+		"--cert-dir=" + filepath.Join(s.dir, "certs"),
+		"--token-auth-file=" + files.tokens,
+		"--anonymous-auth=false",
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + files.saKey,
+		"--service-account-signing-key-file=" + files.saKey,
+		"--service-cluster-ip-range=10.96.0.0/24",
+		"--endpoint-reconciler-type=none",
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+	}
+	return s.startAPIServer(ctx)
+}
+
+func (s *Server) startAPIServer(ctx context.Context) error {
+	p, err := startProcess(filepath.Join(s.dir, "kube-apiserver.log"), s.bin.APIServer, s.apiArgs...)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.apiServer = p
+	s.mu.Unlock()
+	hc, err := rest.HTTPClientFor(s.Config(AdminToken))
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, p, "kube-apiserver", func() error {
+		resp, err := hc.Get(s.URL() + "/readyz")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("/readyz: %d %s", resp.StatusCode, tail(string(body), 5))
+		}
+		return nil
+	})
+}
+
+// URL is the API server's address.
+func (s *Server) URL() string { return "https://127.0.0.1:" + strconv.Itoa(s.port) }
+
+// CAFile is the file of the CA that signed the API server's certificate.
+func (s *Server) CAFile() string { return s.caFile }
+
+// Config is a client configuration that authenticates with token.
+func (s *Server) Config(token string) *rest.Config {
+	return &rest.Config{
+		Host:            s.URL(),
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: s.caFile},
+		Timeout:         30 * time.Second,
+	}
+}
+
+// Client is an admin's client.
+func (s *Server) Client() (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(s.Config(AdminToken))
+}
+
+// WriteKubeconfig writes a kubeconfig that authenticates with token, as
+// pleg run --kubeconfig reads it, and returns its path.
+func (s *Server) WriteKubeconfig(name, token string) (string, error) {
+	path := filepath.Join(s.dir, name+".kubeconfig")
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+  - name: test
+    cluster: {server: %q, certificate-authority: %q}
+users:
+  - name: %s
+    user: {token: %q}
+contexts:
+  - name: test
+    context: {cluster: test, user: %s}
+current-context: test
+`, s.URL(), s.caFile, name, token, name)
+	return path, os.WriteFile(path, []byte(kubeconfig), 0o600)
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM), leaving etcd: the API
+// server is down until StartAPIServer.
+func (s *Server) StopAPIServer() error {
+	s.mu.Lock()
+	p := s.apiServer
+	s.apiServer = nil
+	s.mu.Unlock()
+	if p == nil {
+		return errors.New("kubetest: the API server is not running")
+	}
+	return p.stop()
+}
+
+// StartAPIServer starts kube-apiserver again, on the same port and data.
+func (s *Server) StartAPIServer(ctx context.Context) error {
+	return s.startAPIServer(ctx)
+}
+
+// Freeze stops kube-apiserver's process (SIGSTOP) without closing its
+// port: connections open and requests go unanswered, as from an API
+// server that is overloaded. Thaw resumes it.
+func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen kube-apiserver (SIGCONT).
+func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.apiServer == nil {
+		return errors.New("kubetest: the API server is not running")
+	}
+	return s.apiServer.cmd.Process.Signal(sig)
+}
+
+// LogTail returns the last n lines of kube-apiserver's log.
+func (s *Server) LogTail(n int) string {
+	data, _ := os.ReadFile(filepath.Join(s.dir, "kube-apiserver.log"))
+	return tail(string(data), n)
+}
+
+// Stop stops both processes and removes their directory.
+func (s *Server) Stop() error {
+	var errs []error
+	s.mu.Lock()
+	api, etcd := s.apiServer, s.etcd
+	s.apiServer, s.etcd = nil, nil
+	s.mu.Unlock()
+	for _, p := range []*process{api, etcd} {
+		if p != nil {
+			errs = append(errs, p.stop())
+		}
+	}
+	errs = append(errs, os.RemoveAll(s.dir))
+	return errors.Join(errs...)
+}
+
+// process is a child process whose end is awaited once.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func startProcess(logPath, bin string, args ...string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Should the test binary die, its servers die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("kubetest: starting %s: %w", bin, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the process: SIGCONT (it may be frozen) and SIGTERM, then
+// SIGKILL after 20 s.
+func (p *process) stop() error {
+	if p.exited() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("kubetest: %s did not stop on SIGTERM within 20s; killed", filepath.Base(p.cmd.Path))
+	}
+}
+
+// waitFor polls ready until it succeeds, the process exits or ctx ends.
+func waitFor(ctx context.Context, p *process, name string, ready func() error) error {
+	var last error
+	for {
+		if last = ready(); last == nil {
+			return nil
+		}
+		if p.exited() {
+			return fmt.Errorf("kubetest: %s exited before it was ready: %v (see its log)", name, p.err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubetest: %s not ready: %w (last: %v)", name, ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lis []net.Listener
+	defer func() {
+		for _, l := range lis {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("kubetest: %w", err)
+		}
+		lis = append(lis, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// moduleDir is this module's directory: the first go.mod above the
+// working directory (a test's is its package's).
+func moduleDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if !strings.Contains(string(data), "\n\t"+apiServerPkg+"\n") {
+				return "", fmt.Errorf("kubetest: %s/go.mod names no tool %s: run the tests from test/kube", dir, apiServerPkg)
+			}
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("kubetest: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+}
+
+func lock(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("kubetest: lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
