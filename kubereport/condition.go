@@ -147,10 +147,17 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 		// lastTransitionTime stays true when its status has not changed.
 		w.lastAttempt = now
 		node, err := w.nodes.Get(ctx, w.name, metav1.GetOptions{})
-		if err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
+			// A role without get on nodes: write anyway, the transition
+			// time counted from pleg's start.
+			w.log.Warn("Cannot read the node; its PLEGDegraded lastTransitionTime starts from now", "node", w.name, "err", err)
+			w.known = true
+		case err != nil:
 			return w.failed(ctx, now, "reading the node", err)
+		default:
+			w.stored, w.known = find(node), true
 		}
-		w.stored, w.known = find(node), true
 	}
 	if w.stored != nil && same(w.stored, want) && now.Sub(w.stored.LastHeartbeatTime.Time) < w.heartbeat {
 		w.written(want)

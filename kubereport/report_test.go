@@ -432,3 +432,21 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("%d series of pleg_kube_reports_total before any report, want written, retried and dropped at 0", n)
 	}
 }
+
+func TestWritesWithoutGetOnNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPIServer(node1())
+		api.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "node-1", errors.New("no get"))
+		})
+		src := &source{}
+		src.set(func(s *pleg.Status) {
+			*s = pleg.Status{Mode: pleg.ModeGeneric, RelistPeriod: time.Second, RelistThreshold: 3 * time.Minute, LastRelist: time.Now()}
+		})
+		start(t, src, api, nil)
+		advance(time.Second)
+		if c := api.condition(t); c == nil || c.Status != corev1.ConditionFalse {
+			t.Errorf("condition %+v: want it written without reading the node first", c)
+		}
+	})
+}
