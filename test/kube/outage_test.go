@@ -82,8 +82,9 @@ func TestAPIServerOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Containers crash and exit; pods stay, the hung one too.
-	churn, err := sim.ParseChurn("crash=2,exit=1")
+	// Containers crash and restart, at a steady rate: the events of every
+	// window come from the same churn. Pods stay, the hung one too.
+	churn, err := sim.ParseChurn("crash=3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestAPIServerOutage(t *testing.T) {
 	s := startSim(t, sim.Options{Pods: 30, Containers: 3, Churn: churn, Latency: latency})
 	// Relisting alone, every second: the relist figures are the
 	// daemon's whole work.
-	d := runDaemon(t, s, kubeconfig, node, pleg.Options{Mode: pleg.ModeGeneric, InspectTimeout: 2 * time.Second})
+	d := runDaemon(t, s, kubeconfig, node, pleg.Options{Mode: pleg.ModeGeneric, InspectTimeout: 5 * time.Second})
 	var delivered atomic.Int64
 	sub := d.Gen.Subscribe()
 	t.Cleanup(func() { sub.Close() })
@@ -156,6 +157,16 @@ func TestAPIServerOutage(t *testing.T) {
 		return hasEvent(podEvents(t, cs, hung.Namespace, hung.Name, hung.UID), corev1.EventTypeWarning, kubereport.ReasonPodStatusHung) != nil
 	}) + toCondition
 	t.Logf("after the API server is back: condition in %v, event in %v", toCondition.Round(time.Millisecond), toEvent.Round(time.Millisecond))
+
+	// The same window once it is back, the pod answering again: a second
+	// reference, taken under the machine's load of the moment, against
+	// which the outage's figures read.
+	if err := s.SetFaults(sim.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, cs, node, corev1.ConditionFalse, kubereport.ReasonHealthy, 2*time.Minute)
+	after := measure(t, d.Registry, healthz, &delivered, *outage)
+	after.log(t, "API server up again")
 
 	for _, w := range []struct {
 		name string
