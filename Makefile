@@ -4,19 +4,31 @@ GO ?= go
 
 # The suites whose tests wait on goroutines, timers and sockets: make
 # test-stress runs them on a machine kept busy.
-STRESS_PKGS = ./sim/... ./api/... ./doctor/... . ./internal/daemon/...
-# The benchmarks that take minutes each: CPU over idle windows and runs at
-# the scale of 1,000 to 10,000 pods.
-LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods
+STRESS_PKGS = ./sim/... ./api/... ./doctor/... . ./daemon/...
+# The benchmarks that take minutes each: CPU over idle windows, runs at the
+# scale of 1,000 to 10,000 pods, and restarts on containerd for a while.
+LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|RestartLatency
 # How long make fuzz runs each fuzz target.
 FUZZTIME ?= 10s
 
-.PHONY: test check test-stress bench bench-long fuzz demo
+.PHONY: test test-matrix check test-stress bench bench-long fuzz demo
+
+# The end-to-end tests build and start their runtimes (internal/runtimetest):
+# the first run builds containerd and CRI-O into $(PLEG_CACHE_DIR), or
+# .cache, which takes minutes.
+TEST_TIMEOUT ?= 40m
 
 ## test: format and vet checks, then every test with the race detector;
-## each fuzz target runs its seed corpus as a test
+## each fuzz target runs its seed corpus as a test; the end-to-end tests
+## run against containerd 1.7 and the newest 2.x and CRI-O with pod events
+## on and off (PLEG_CONTAINERD_VERSIONS and PLEG_CRIO_VERSIONS choose others)
 test: check
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## test-matrix: the runtime harness and end-to-end tests against every
+## containerd line in the field (1.7, 2.0, 2.1, 2.2, 2.3, 2.4) and CRI-O
+test-matrix:
+	PLEG_CONTAINERD_VERSIONS=all $(GO) test -race -count=1 -timeout 90m ./internal/runtimetest/ ./test/e2e/
 
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi

@@ -106,9 +106,10 @@ type Options struct {
 	// whose inspection times out is inspected again at the next relist.
 	InspectTimeout time.Duration
 
-	// Mode chooses relisting alone or the runtime's event stream as hints;
-	// default ModeAuto. In evented operation every event triggers a relist
-	// of its pod, which alone writes the cache and yields the events.
+	// Mode chooses relisting alone or with the runtime's event stream;
+	// default ModeAuto. In evented operation each event's payload is
+	// applied at once and a relist of its pod confirms it; an event whose
+	// payload cannot be applied triggers that relist alone.
 	Mode Mode
 	// EventedRelistPeriod is the pause between global relists while the
 	// event stream holds; default 30 s.
@@ -119,6 +120,12 @@ type Options struct {
 	// NoStreamRetry is how often ModeAuto tries again the stream of a
 	// runtime that has none; default 5 m.
 	NoStreamRetry time.Duration
+	// HintOnly takes every event as a hint for a relist of its pod and
+	// ignores its payload, which is otherwise applied at once, the relist
+	// then confirming it. Events then arrive a relist of the pod later.
+	// For comparing the two, or for a runtime whose payloads are not to be
+	// trusted.
+	HintOnly bool
 
 	// Cache receives every pod's status; default a new podcache.Cache.
 	Cache Cache

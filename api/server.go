@@ -29,13 +29,6 @@ const (
 	DefaultKeepAlive    = 15 * time.Second
 )
 
-// Check is a named health check, worded in the kubelet's way when it
-// fails: "<Name> is not healthy: <error>".
-type Check struct {
-	Name    string
-	Healthy func() (bool, error)
-}
-
 // Cache is what the API reads of the pod cache.
 type Cache interface {
 	GetAll() map[string]podcache.Entry
@@ -45,11 +38,14 @@ type Cache interface {
 
 // Options configure a Server.
 type Options struct {
-	Checks []Check
+	Checks []pleg.HealthCheck
 	// Mode, if set, tells how the generator learns of changes: a short
 	// word for the X-Pleg-Mode header (generic, evented) and a line for
 	// /healthz?verbose.
-	Mode    func() (word, line string)
+	Mode func() (word, line string)
+	// Details, if set, are more lines for /healthz?verbose, after the
+	// mode's: what the runtime can do, say.
+	Details func() []string
 	Cache   Cache
 	Journal *Journal
 	// Gatherer serves /metrics; nil serves none.
@@ -176,6 +172,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	if line != "" {
 		fmt.Fprintln(w, line)
+	}
+	if s.opts.Details != nil {
+		for _, l := range s.opts.Details() {
+			fmt.Fprintln(w, l)
+		}
 	}
 	if len(errs) > 0 {
 		fmt.Fprintln(w, "healthz check failed")

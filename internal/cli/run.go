@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/plegkit/pleg/internal/daemon"
+	"github.com/plegkit/pleg/daemon"
 )
 
 func newRunCommand(g *global) *cobra.Command {

@@ -20,7 +20,7 @@ import (
 // resident set once the daemon has relisted for a while, then after it
 // served the whole pod cache on /v1/pods, and its peak.
 //
-//	go test -run '^$' -bench DaemonRSS -benchtime 1x ./internal/daemon/
+//	go test -run '^$' -bench DaemonRSS -benchtime 1x ./daemon/
 func BenchmarkDaemonRSS10kPods(b *testing.B) {
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "pleg")
@@ -113,7 +113,7 @@ func memory(b *testing.B, pid int) (rss, peak float64) {
 // 100 pods x 3 containers: relisting every second, and driven by the event
 // stream with safety-net relists every 10 s and every 30 s (the default).
 //
-//	go test -run '^$' -bench IdleCPU -benchtime 1x -timeout 30m ./internal/daemon/
+//	go test -run '^$' -bench IdleCPU -benchtime 1x -timeout 30m ./daemon/
 func BenchmarkIdleCPU100Pods(b *testing.B) {
 	window := 5 * time.Minute
 	if w := os.Getenv("PLEG_BENCH_WINDOW"); w != "" {
