@@ -73,7 +73,9 @@ type assessment struct {
 
 func (a *assessment) add(f Finding) { a.found = append(a.found, f) }
 
-func (a *assessment) threshold() time.Duration { return format.Seconds(a.r.Projection.ThresholdSeconds) }
+func (a *assessment) threshold() time.Duration {
+	return format.Seconds(a.r.Projection.ThresholdSeconds)
+}
 
 func (a *assessment) requestTimeout() time.Duration {
 	return format.Seconds(a.r.Projection.RuntimeRequestTimeoutSeconds)
@@ -599,4 +601,3 @@ func rpcName(op string) string {
 	}
 	return op
 }
-
