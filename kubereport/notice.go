@@ -152,7 +152,9 @@ func (n *notices) failingPods(out []event, st pleg.Status, now time.Time) []even
 			out = append(out, event{regarding: ref, warning: true, reason: ReasonPodStatusHung, action: actionInspect,
 				note: fmt.Sprintf("the container runtime's status calls for this pod do not answer within pleg's inspection deadline (since %s): %s; its pod lifecycle events wait, and the kubelet waits for each such call in every relist",
 					stamp(f.Since), oneLine(f.Err))})
-		case !hung && !told.failing && now.Sub(f.Since) >= n.grace:
+		case !hung && !told.failing && !told.hung && now.Sub(f.Since) >= n.grace:
+			// (A pod told hung whose next try fails otherwise, as a call
+			// released from its hang, is the same problem.)
 			told.failing = true
 			out = append(out, event{regarding: ref, warning: true, reason: ReasonPodInspectionFailing, action: actionInspect,
 				note: fmt.Sprintf("the container runtime fails to report this pod's status since %s: %s; its pod lifecycle events wait",

@@ -115,6 +115,19 @@ func TestNotices(t *testing.T) {
 			},
 		},
 		{
+			name: "a hung pod whose next try fails otherwise: the same problem",
+			mode: pleg.ModeGeneric,
+			steps: []step{
+				{after: time.Second, status: func(s *pleg.Status) { s.FailingPods = []pleg.PodFailure{hung} },
+					want: []string{"Pod/shop/web Warning PodStatusHung"}},
+				{after: 20 * time.Second, status: func(s *pleg.Status) {
+					f := hung
+					f.Deadline, f.Err = false, errors.New("canceled")
+					s.FailingPods = []pleg.PodFailure{f}
+				}},
+			},
+		},
+		{
 			name: "a failing pod that starts to hang",
 			mode: pleg.ModeGeneric,
 			steps: []step{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -103,7 +104,7 @@ func TestHungPod(t *testing.T) {
 	})
 	// One event for the whole episode: no event per relist.
 	if got := podEvents(t, cs, hung.Namespace, hung.Name, hung.UID); len(got) != 1 {
-		t.Errorf("%d events on the pod, want the one PodStatusHung", len(got))
+		t.Errorf("events on the pod %q, want the one PodStatusHung", reasons(got))
 	}
 }
 
@@ -161,7 +162,7 @@ func somePod(t *testing.T, d *daemon.Daemon) *runtime.PodStatus {
 func reasons(events []corev1.Event) []string {
 	var out []string
 	for _, e := range events {
-		out = append(out, e.Type+" "+e.Reason)
+		out = append(out, fmt.Sprintf("%s %s x%d: %s", e.Type, e.Reason, max(e.Count, 1), e.Message))
 	}
 	return out
 }
