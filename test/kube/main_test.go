@@ -8,6 +8,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log"
 	"log/slog"
 	"os"
@@ -107,7 +108,11 @@ func startSim(t *testing.T, opts sim.Options) *sim.Sim {
 	if opts.Pods == 0 {
 		opts.Pods, opts.Containers = 5, 2
 	}
-	opts.Seed = 1
+	// A seed of each test's own: pod UIDs differ between tests, so that
+	// one test's events on a pod are not another's.
+	h := fnv.New64a()
+	h.Write([]byte(t.Name()))
+	opts.Seed = h.Sum64()
 	return simtest.Start(t, opts)
 }
 
