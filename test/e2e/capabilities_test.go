@@ -168,7 +168,9 @@ func TestBigList(t *testing.T) {
 		rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
 		must(t, err)
 		defer rt.Close()
-		w := watchRuntime(t, rt, pleg.Options{Mode: pleg.ModeGeneric})
+		// Relisting every second, as by default: each relist reads the
+		// 18 MiB list.
+		w := watchRuntime(t, rt, pleg.Options{Mode: pleg.ModeGeneric, RelistPeriod: time.Second})
 		wait(t, "every big pod in the cache with its containers", func() bool {
 			for _, uid := range uids {
 				st, err := w.cache.Get(uid)
