@@ -94,7 +94,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	if opts.Cache == nil {
 		opts.Cache = testCache()
 	}
-	opts.Checks = []Check{{Name: "PLEG", Healthy: f.health.check}}
+	opts.Checks = []pleg.HealthCheck{{Name: "PLEG", Healthy: f.health.check}}
 	f.journal = opts.Journal
 	f.srv = NewServer(opts)
 	f.ts = httptest.NewServer(f.srv)
@@ -472,7 +472,7 @@ func TestHealthzVerboseAndMode(t *testing.T) {
 	f := &fixture{health: &healthy{ok: true}}
 	srv := NewServer(Options{
 		Cache: testCache(), Journal: NewJournal(10, 1),
-		Checks:  []Check{{Name: "PLEG", Healthy: f.health.check}},
+		Checks:  []pleg.HealthCheck{{Name: "PLEG", Healthy: f.health.check}},
 		Mode:    func() (string, string) { return "evented", "mode auto: evented since 10:00" },
 		Details: func() []string { return []string{"runtime: event stream: supported"} },
 	})

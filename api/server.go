@@ -29,13 +29,6 @@ const (
 	DefaultKeepAlive    = 15 * time.Second
 )
 
-// Check is a named health check, worded in the kubelet's way when it
-// fails: "<Name> is not healthy: <error>".
-type Check struct {
-	Name    string
-	Healthy func() (bool, error)
-}
-
 // Cache is what the API reads of the pod cache.
 type Cache interface {
 	GetAll() map[string]podcache.Entry
@@ -45,7 +38,7 @@ type Cache interface {
 
 // Options configure a Server.
 type Options struct {
-	Checks []Check
+	Checks []pleg.HealthCheck
 	// Mode, if set, tells how the generator learns of changes: a short
 	// word for the X-Pleg-Mode header (generic, evented) and a line for
 	// /healthz?verbose.

@@ -101,13 +101,10 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, listener: lis,
 		API: api.NewServer(api.Options{
-			Checks: []api.Check{{Name: "PLEG", Healthy: gen.Healthy}},
+			Checks: []pleg.HealthCheck{gen.HealthCheck()},
 			Mode: func() (string, string) {
 				st := gen.Status()
-				if st.Evented {
-					return "evented", st.String()
-				}
-				return "generic", st.String()
+				return string(st.InForce()), st.String()
 			},
 			Details:    runtimeDetails(cfg.Runtime),
 			Cache:      cache,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -60,15 +61,15 @@ func readMetrics(d *Daemon, text []byte, clk clock.PassiveClock) {
 	now := float64(clk.Now().UnixNano()) / 1e9
 	if h := firstHistogram(families["kubelet_pleg_relist_duration_seconds"]); h != nil {
 		d.Relists = h.GetSampleCount()
-		d.RelistP50Seconds = metrics.HistogramQuantile(h, 0.5)
-		d.RelistP99Seconds = metrics.HistogramQuantile(h, 0.99)
+		d.RelistP50Seconds = figure(metrics.HistogramQuantile(h, 0.5))
+		d.RelistP99Seconds = figure(metrics.HistogramQuantile(h, 0.99))
 	}
 	if v, ok := firstValue(families["kubelet_pleg_last_seen_seconds"]); ok && v > 0 {
-		d.LastSeenSecondsAgo = max(now-v, 0)
+		d.LastSeenSecondsAgo = figure(now - v)
 	}
 	if v, ok := firstValue(families["pleg_relist_in_flight"]); ok && v > 0 {
 		if started, ok := firstValue(families["pleg_relist_started_timestamp_seconds"]); ok && started > 0 {
-			d.RelistRunningSeconds = max(now-started, 0)
+			d.RelistRunningSeconds = figure(now - started)
 		}
 	}
 	for _, m := range families["pleg_mode"].GetMetric() {
@@ -77,17 +78,28 @@ func readMetrics(d *Daemon, text []byte, clk clock.PassiveClock) {
 		}
 	}
 	for _, m := range families["pleg_pod_inspection_failures_total"].GetMetric() {
-		if v := m.GetCounter().GetValue(); v > 0 {
+		if v := figure(m.GetCounter().GetValue()); v > 0 {
 			if d.InspectionFailures == nil {
 				d.InspectionFailures = make(map[string]float64)
 			}
 			d.InspectionFailures[label(m, "reason")] = v
 		}
 	}
-	d.DiscardedEvents, _ = firstValue(families["kubelet_pleg_discard_events"])
+	discarded, _ := firstValue(families["kubelet_pleg_discard_events"])
+	d.DiscardedEvents = figure(discarded)
 	if _, ok := families["kubelet_pleg_relist_duration_seconds"]; !ok {
 		d.Error = "/metrics has no kubelet_pleg_relist_duration_seconds: not a pleg daemon"
 	}
+}
+
+// figure is v as the report takes it: a count, a duration or an age,
+// never negative, and 0 for what is not a number (NaN, an infinity),
+// which a report in JSON could not hold.
+func figure(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0
+	}
+	return v
 }
 
 func firstHistogram(f *dto.MetricFamily) *dto.Histogram {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/plegkit/pleg"
 	apiclient "github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/sim"
@@ -60,11 +61,12 @@ func TestReadDaemon(t *testing.T) {
 				m.RelistDuration.Observe(0.3)
 			}
 			m.LastSeen.Set(unix(now.Add(-2 * time.Second)))
-			m.SetMode(metrics.ModeEvented)
+			m.Mode.WithLabelValues(string(pleg.ModeGeneric)).Set(0)
+			m.Mode.WithLabelValues(string(pleg.ModeEvented)).Set(1)
 			m.InspectionFailures.WithLabelValues(metrics.InspectionDeadline).Add(3)
 		})
 		d := read(url)
-		if d.Error != "" || !d.Healthy || d.Health != "ok" || d.Mode != metrics.ModeEvented || d.Relists != 100 {
+		if d.Error != "" || !d.Healthy || d.Health != "ok" || d.Mode != string(pleg.ModeEvented) || d.Relists != 100 {
 			t.Fatalf("daemon %+v", d)
 		}
 		// 90 relists in the 5 ms bucket, 10 in the 500 ms one.

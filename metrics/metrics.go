@@ -62,12 +62,6 @@ type PLEG struct {
 	Mode                     *prometheus.GaugeVec
 }
 
-// Modes of pleg_mode.
-const (
-	ModeGeneric = "generic"
-	ModeEvented = "evented"
-)
-
 // NewPLEG creates the collectors and registers them on reg. A nil reg
 // leaves them unregistered, which is what tests and embedders without
 // Prometheus want; registering a second generator on the same reg fails.
@@ -184,7 +178,6 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 		Name: "pleg_mode",
 		Help: "1 for the mode in force: evented while the CRI event stream holds, else generic (relisting alone).",
 	}, []string{"mode"})
-	m.SetMode(ModeGeneric)
 	for _, t := range []string{"created", "started", "stopped", "deleted", "replayed"} {
 		m.Hints.WithLabelValues(t)
 	}
@@ -210,17 +203,6 @@ func (m *PLEG) SetRunningContainers(created, running, exited, unknown int) {
 	m.RunningContainers.WithLabelValues(ContainerStateRunning).Set(float64(running))
 	m.RunningContainers.WithLabelValues(ContainerStateExited).Set(float64(exited))
 	m.RunningContainers.WithLabelValues(ContainerStateUnknown).Set(float64(unknown))
-}
-
-// SetMode sets pleg_mode to 1 for mode and 0 for the other.
-func (m *PLEG) SetMode(mode string) {
-	for _, md := range []string{ModeGeneric, ModeEvented} {
-		v := 0.0
-		if md == mode {
-			v = 1
-		}
-		m.Mode.WithLabelValues(md).Set(v)
-	}
 }
 
 func (m *PLEG) collectors() []prometheus.Collector {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -153,8 +154,8 @@ func ParseChurn(s string) (Churn, error) {
 			return Churn{}, fmt.Errorf("churn %q: unknown key %q (want crash, exit, pods, short or tick)", s, key)
 		}
 		rate, err := strconv.ParseFloat(value, 64)
-		if err != nil || rate < 0 {
-			return Churn{}, fmt.Errorf("churn %q: %s rate %q must be a non-negative number", s, key, value)
+		if err != nil || !finiteNonNegative(rate) {
+			return Churn{}, fmt.Errorf("churn %q: %s rate %q must be a finite non-negative number", s, key, value)
 		}
 		*field = rate
 	}
@@ -179,10 +180,14 @@ func (c Churn) String() string {
 	return strings.Join(parts, ",")
 }
 
+// finiteNonNegative reports whether r can be a rate: a Poisson draw of an
+// infinite or NaN mean never ends.
+func finiteNonNegative(r float64) bool { return r >= 0 && !math.IsInf(r, 1) }
+
 func (c Churn) validate() error {
 	for _, r := range []float64{c.Crashes, c.CleanExits, c.PodReplacements, c.ShortLived} {
-		if r < 0 {
-			return errors.New("churn rates must not be negative")
+		if !finiteNonNegative(r) {
+			return fmt.Errorf("churn rate %v must be a finite non-negative number", r)
 		}
 	}
 	if c.Tick < 0 {

@@ -99,7 +99,7 @@ func newDaemon(t *testing.T, first uint64) *daemon {
 	}
 	d := &daemon{journal: api.NewJournal(100, first), cache: podcache.New()}
 	srv := api.NewServer(api.Options{
-		Checks:   []api.Check{{Name: "PLEG", Healthy: func() (bool, error) { return true, nil }}},
+		Checks:   []pleg.HealthCheck{{Name: "PLEG", Healthy: func() (bool, error) { return true, nil }}},
 		Cache:    d.cache,
 		Journal:  d.journal,
 		Gatherer: reg,

@@ -33,6 +33,11 @@ func applyConfig(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return fmt.Errorf("--config: %w", err)
 	}
+	return applyConfigData(cmd, path, data)
+}
+
+// applyConfigData applies the config file at path, read as data.
+func applyConfigData(cmd *cobra.Command, path string, data []byte) error {
 	var values map[string]any
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		return fmt.Errorf("--config %s: %w", path, err)
