@@ -3,9 +3,12 @@ package runtimetest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log"
 	"os"
+	goruntime "runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +56,25 @@ func Require(t testing.TB, spec Spec) *Instance {
 		}
 	})
 	return in
+}
+
+// RunAllAtOnce raises the number of parallel tests (go test's -parallel,
+// GOMAXPROCS by default: 2 on a small machine) to one per runtime of the
+// matrix, unless the command line set it: a test on a runtime mostly
+// waits on it, so the runtimes of one test may as well run together. Call
+// it from TestMain, before m.Run.
+func RunAllAtOnce() error {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	specs, err := Matrix()
+	if err != nil || set {
+		return err
+	}
+	if n := len(specs) + 1; n > goruntime.GOMAXPROCS(0) {
+		return flag.Set("test.parallel", strconv.Itoa(n))
+	}
+	return nil
 }
 
 // Pool shares one instance of each runtime among the tests of a test

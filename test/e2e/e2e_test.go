@@ -29,6 +29,10 @@ import (
 var runtimes = runtimetest.NewPool()
 
 func TestMain(m *testing.M) {
+	if err := runtimetest.RunAllAtOnce(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	code := m.Run()
 	if err := runtimes.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the runtimes:", err)
