@@ -23,11 +23,9 @@ import (
 // plegBinary builds cmd/pleg once for the package's tests, into the
 // project's cache.
 var plegBinary = sync.OnceValues(func() (string, error) {
-	cache, err := runtimetest.CacheDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(cache, "bin", "pleg-e2e")
+	// In a directory of this test process's own: the runtime cache is
+	// shared with other checkouts, which build their own pleg.
+	bin := filepath.Join(binDir, "pleg")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/plegkit/pleg/cmd/pleg").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("building pleg: %v\n%s", err, out)
