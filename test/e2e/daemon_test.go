@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -36,8 +37,8 @@ var plegBinary = sync.OnceValues(func() (string, error) {
 // daemonProcess is `pleg run` against a test runtime.
 type daemonProcess struct {
 	cmd    *exec.Cmd
-	base   string
 	client *client.Client
+	socket string
 	done   chan struct{} // closed when the process exited, with err set
 	err    error
 }
@@ -48,19 +49,22 @@ func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	// A socket of its own: a free TCP port picked here could be taken by
+	// the time the daemon binds it, by the daemon of another runtime's
+	// test among others.
+	dir, err := os.MkdirTemp("", "pleg-d-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	lis.Close()
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	addr := "unix://" + filepath.Join(dir, "pleg.sock")
 	cmd := exec.Command(bin, "run", "-r", in.Endpoint, "--listen", addr, "--relist-period", "100ms")
 	cmd.Stderr = testWriter{t}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProcess{cmd: cmd, base: "http://" + addr, done: make(chan struct{})}
-	if d.client, err = client.New(d.base, client.Options{}); err != nil {
+	d := &daemonProcess{cmd: cmd, socket: filepath.Join(dir, "pleg.sock"), done: make(chan struct{})}
+	if d.client, err = client.New(addr, client.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
@@ -76,6 +80,15 @@ func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
 		return err == nil && h.OK
 	})
 	return d
+}
+
+// get is a plain GET of the daemon's path, for what api/client does not
+// read.
+func (d *daemonProcess) get(path string) (*http.Response, error) {
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
+	}}}
+	return c.Get("http://pleg" + path)
 }
 
 // eventReader reads a /v1/events stream in the background.
@@ -175,7 +188,7 @@ func TestDaemonAgainstRuntime(t *testing.T) {
 		events, _, streaming, _ := wantCapabilities(in.Spec)
 		for _, want := range []string{"runtime event stream: " + string(events), "runtime streaming lists: " + string(streaming), "runtime list sizes: sandboxes "} {
 			wait(t, "/healthz?verbose to say "+want, func() bool {
-				resp, err := http.Get(d.base + "/healthz?verbose")
+				resp, err := d.get("/healthz?verbose")
 				if err != nil {
 					return false
 				}
