@@ -20,7 +20,7 @@ KUBE_TEST_MODULE = test/kube
 
 # The end-to-end tests build and start their runtimes (internal/runtimetest):
 # the first run builds containerd and CRI-O into $(PLEG_CACHE_DIR), or
-# .cache, which takes minutes.
+# ~/.cache/pleg, which takes minutes.
 TEST_TIMEOUT ?= 40m
 
 ## test: format and vet checks, then every test with the race detector;

@@ -40,12 +40,16 @@ type Binaries struct {
 // goes first on the runtime's PATH so that containerd finds this shim.
 func (b Binaries) BinDir() string { return filepath.Dir(b.Runtime) }
 
-// CacheDir returns the project-local cache directory: $PLEG_CACHE_DIR if
-// set, else <module root>/.cache, the module root being the first directory
-// holding a go.mod found walking up from the working directory.
+// CacheDir returns the cache of built runtimes: $PLEG_CACHE_DIR if set,
+// else pleg in the user's cache directory (~/.cache/pleg, beside Go's own
+// build cache), so that every checkout and every CI run on a machine
+// builds each runtime once; failing that, <module root>/.cache.
 func CacheDir() (string, error) {
 	if d := os.Getenv("PLEG_CACHE_DIR"); d != "" {
 		return filepath.Abs(d)
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "pleg"), nil
 	}
 	root, err := moduleRoot()
 	if err != nil {

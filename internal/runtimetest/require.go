@@ -3,17 +3,22 @@ package runtimetest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log"
 	"os"
+	goruntime "runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 )
 
 // startTimeout bounds Start from the test helpers; the first run includes
-// building the runtime (CRI-O: about five minutes on 2 cores).
-const startTimeout = 15 * time.Minute
+// building the runtime: about five minutes for CRI-O on 2 idle cores, and
+// a quarter of an hour for a containerd seen built beside four others on
+// a shared, busy machine.
+const startTimeout = 30 * time.Minute
 
 // InCI reports whether the environment variable CI is "true": then tests
 // that cannot get their runtime fail instead of skipping.
@@ -51,6 +56,25 @@ func Require(t testing.TB, spec Spec) *Instance {
 		}
 	})
 	return in
+}
+
+// RunAllAtOnce raises the number of parallel tests (go test's -parallel,
+// GOMAXPROCS by default: 2 on a small machine) to one per runtime of the
+// matrix, unless the command line set it: a test on a runtime mostly
+// waits on it, so the runtimes of one test may as well run together. Call
+// it from TestMain, before m.Run.
+func RunAllAtOnce() error {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	specs, err := Matrix()
+	if err != nil || set {
+		return err
+	}
+	if n := len(specs) + 1; n > goruntime.GOMAXPROCS(0) {
+		return flag.Set("test.parallel", strconv.Itoa(n))
+	}
+	return nil
 }
 
 // Pool shares one instance of each runtime among the tests of a test
@@ -118,15 +142,25 @@ func (p *Pool) start(spec Spec) (*Instance, error) {
 	return e.in, e.err
 }
 
-// Stop stops every instance the pool started.
+// Stop stops every instance the pool started, all at once.
 func (p *Pool) Stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var errs []error
+	errs := make([]error, 0, len(p.all))
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
 	for _, e := range p.all {
 		if e.in != nil {
-			errs = append(errs, e.in.Stop())
+			wg.Go(func() {
+				err := e.in.Stop()
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			})
 		}
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package runtimetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,14 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
+
+func TestMain(m *testing.M) {
+	if err := RunAllAtOnce(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
 
 // specs are the runtimes of the run (see Matrix), and Debian's containerd
 // 1.6.

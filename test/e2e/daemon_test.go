@@ -1,33 +1,32 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/internal/runtimetest"
 )
 
 // plegBinary builds cmd/pleg once for the package's tests, into the
 // project's cache.
 var plegBinary = sync.OnceValues(func() (string, error) {
-	cache, err := runtimetest.CacheDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(cache, "bin", "pleg-e2e")
+	// In a directory of this test process's own: the runtime cache is
+	// shared with other checkouts, which build their own pleg.
+	bin := filepath.Join(binDir, "pleg")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/plegkit/pleg/cmd/pleg").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("building pleg: %v\n%s", err, out)
@@ -37,10 +36,11 @@ var plegBinary = sync.OnceValues(func() (string, error) {
 
 // daemonProcess is `pleg run` against a test runtime.
 type daemonProcess struct {
-	cmd  *exec.Cmd
-	base string
-	done chan struct{} // closed when the process exited, with err set
-	err  error
+	cmd    *exec.Cmd
+	client *client.Client
+	socket string
+	done   chan struct{} // closed when the process exited, with err set
+	err    error
 }
 
 func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
@@ -49,18 +49,24 @@ func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	// A socket of its own: a free TCP port picked here could be taken by
+	// the time the daemon binds it, by the daemon of another runtime's
+	// test among others.
+	dir, err := os.MkdirTemp("", "pleg-d-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	lis.Close()
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	addr := "unix://" + filepath.Join(dir, "pleg.sock")
 	cmd := exec.Command(bin, "run", "-r", in.Endpoint, "--listen", addr, "--relist-period", "100ms")
 	cmd.Stderr = testWriter{t}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProcess{cmd: cmd, base: "http://" + addr, done: make(chan struct{})}
+	d := &daemonProcess{cmd: cmd, socket: filepath.Join(dir, "pleg.sock"), done: make(chan struct{})}
+	if d.client, err = client.New(addr, client.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	go func() {
 		d.err = cmd.Wait()
 		close(d.done)
@@ -70,14 +76,19 @@ func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
 		<-d.done
 	})
 	wait(t, "the daemon healthy", func() bool {
-		resp, err := http.Get(d.base + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+		h, err := d.client.Health(t.Context())
+		return err == nil && h.OK
 	})
 	return d
+}
+
+// get is a plain GET of the daemon's path, for what api/client does not
+// read.
+func (d *daemonProcess) get(path string) (*http.Response, error) {
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
+	}}}
+	return c.Get("http://pleg" + path)
 }
 
 // eventReader reads a /v1/events stream in the background.
@@ -88,45 +99,30 @@ type eventReader struct {
 	ended  chan error
 }
 
-func readEvents(t *testing.T, url string) *eventReader {
+func readEvents(t *testing.T, d *daemonProcess, r client.EventsRequest) *eventReader {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	stream, err := d.client.Events(ctx, r)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	if resp.StatusCode != 200 {
-		body, _ := io.ReadAll(resp.Body)
-		cancel()
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
-	}
-	r := &eventReader{cancel: cancel, ended: make(chan error, 1)}
+	er := &eventReader{cancel: cancel, ended: make(chan error, 1)}
 	go func() {
-		defer resp.Body.Close()
-		br := bufio.NewReader(resp.Body)
+		defer stream.Close()
 		for {
-			line, err := br.ReadBytes('\n')
+			ev, err := stream.Next()
 			if err != nil {
-				r.ended <- err
+				er.ended <- err
 				return
 			}
-			if len(line) <= 1 {
-				continue
-			}
-			var ev api.Event
-			if err := json.Unmarshal(line, &ev); err != nil {
-				r.ended <- err
-				return
-			}
-			r.mu.Lock()
-			r.events = append(r.events, ev)
-			r.mu.Unlock()
+			er.mu.Lock()
+			er.events = append(er.events, ev)
+			er.mu.Unlock()
 		}
 	}()
 	t.Cleanup(cancel)
-	return r
+	return er
 }
 
 func (r *eventReader) got() []api.Event {
@@ -151,8 +147,9 @@ func TestDaemonAgainstRuntime(t *testing.T) {
 	onEachRuntime(t, func(t *testing.T, in *runtimetest.Instance) {
 		d := startDaemon(t, in)
 		pod := newPod("daemon")
-		all := readEvents(t, d.base+"/v1/events?pod="+pod.UID)
-		early := readEvents(t, d.base+"/v1/events?pod="+pod.UID)
+		ofPod := client.EventsRequest{Filter: api.Filter{Pods: []string{pod.UID}}}
+		all := readEvents(t, d, ofPod)
+		early := readEvents(t, d, ofPod)
 
 		sb, err := in.RunPod(ctx(t), pod)
 		must(t, err)
@@ -180,10 +177,25 @@ func TestDaemonAgainstRuntime(t *testing.T) {
 		}
 
 		// ...and the early client comes back where it left.
-		resumed := readEvents(t, fmt.Sprintf("%s/v1/events?pod=%s&since=%d", d.base, pod.UID, resumeAfter))
+		resumed := readEvents(t, d, client.EventsRequest{Filter: ofPod.Filter, Since: resumeAfter})
 		wait(t, "the resumed client caught up", func() bool { return len(resumed.got()) == 3 })
 		if joined := append(early.got(), resumed.got()...); !slices.Equal(joined, all.got()) {
 			t.Errorf("resumed stream: %v then %v, want exactly %v", kinds(early.got()), kinds(resumed.got()), kinds(all.got()))
+		}
+
+		// /healthz?verbose tells what the runtime can do, as the daemon's
+		// calls showed it (api/client reads the plain /healthz only).
+		events, _, streaming, _ := wantCapabilities(in.Spec)
+		for _, want := range []string{"runtime event stream: " + string(events), "runtime streaming lists: " + string(streaming), "runtime list sizes: sandboxes "} {
+			wait(t, "/healthz?verbose to say "+want, func() bool {
+				resp, err := d.get("/healthz?verbose")
+				if err != nil {
+					return false
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				return strings.Contains(string(body), "\n"+want)
+			})
 		}
 
 		// SIGTERM: open streams end cleanly, the daemon exits 0.

@@ -28,8 +28,21 @@ import (
 // runtimes holds one instance of each runtime, shared by the tests.
 var runtimes = runtimetest.NewPool()
 
+// binDir holds what the tests build, pleg itself.
+var binDir string
+
 func TestMain(m *testing.M) {
+	if err := runtimetest.RunAllAtOnce(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var err error
+	if binDir, err = os.MkdirTemp("", "pleg-e2e-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	code := m.Run()
+	os.RemoveAll(binDir)
 	if err := runtimes.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the runtimes:", err)
 		code = 1
