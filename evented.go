@@ -209,8 +209,11 @@ func (g *Generator) evented() bool {
 }
 
 // period is the pause between global relists in force.
+// A stream that does not tell removals (CRI-O's, when a pod is removed)
+// still brings starts and exits at once, but only a relist sees what it
+// leaves out: relists then keep the normal period and threshold.
 func (g *Generator) period() time.Duration {
-	if g.evented() {
+	if g.evented() && g.stream.tellsRemovals() {
 		return g.opts.EventedRelistPeriod
 	}
 	return g.opts.RelistPeriod
@@ -218,7 +221,7 @@ func (g *Generator) period() time.Duration {
 
 // threshold is the health threshold in force.
 func (g *Generator) threshold() time.Duration {
-	if g.evented() {
+	if g.evented() && g.stream.tellsRemovals() {
 		return g.opts.EventedRelistThreshold
 	}
 	return g.opts.RelistThreshold

@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -431,5 +432,54 @@ func TestGenericModeOpensNoStream(t *testing.T) {
 	e.relist()
 	if rt.Calls(runtime.OpGetContainerEvents) != 0 || e.g.stream != nil {
 		t.Error("generic mode opened the event stream")
+	}
+}
+
+// TestStreamThatDoesNotTellRemovals: CRI-O sends no event when a pod is
+// removed. Once relists have found three removals the connected stream did
+// not tell, global relists keep the normal period while it drives, so
+// removals are not told a safety-net period late; a stream that tells them
+// keeps the slow period.
+func TestStreamThatDoesNotTellRemovals(t *testing.T) {
+	for _, tells := range []bool{false, true} {
+		t.Run(fmt.Sprint("tells=", tells), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var pods []fakeruntime.Pod
+				for _, uid := range []string{"a", "b", "c"} {
+					pods = append(pods, fakeruntime.Pod{UID: uid, Name: uid, Namespace: "ns",
+						Sandboxes: []fakeruntime.Sandbox{{ID: "sb-" + uid, State: ready}}})
+				}
+				e := newEventedEnv(t, ModeAuto, pods...)
+				e.settle()
+				// Past the first relist: the records were observed while the
+				// stream was up.
+				e.g.requestGlobalRelist()
+				e.wait(time.Second)
+				for _, uid := range []string{"a", "b", "c"} {
+					e.rt.RemovePod(uid)
+					if tells {
+						e.emit(uid, "sb-"+uid, evDeleted)
+					}
+				}
+				e.g.requestGlobalRelist()
+				e.wait(time.Second)
+				s := e.g.Status()
+				if s.UntoldRemovals == tells {
+					t.Errorf("UntoldRemovals %v, want %v", s.UntoldRemovals, !tells)
+				}
+				want := time.Hour
+				if !tells {
+					want = time.Second
+				}
+				if !s.Evented || s.RelistPeriod != want {
+					t.Errorf("evented %v, relist period %v; want evented, %v", s.Evented, s.RelistPeriod, want)
+				}
+				for _, uid := range []string{"a", "b", "c"} {
+					if !slices.Contains(e.got, removedEv(uid, "sb-"+uid)) {
+						t.Errorf("no Removed for %s: %v", uid, e.got)
+					}
+				}
+			})
+		})
 	}
 }

@@ -187,6 +187,7 @@ func (g *Generator) Status() Status {
 	case g.stream != nil:
 		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.snapshot()
 		s.Evented = g.evented()
+		s.UntoldRemovals = !g.stream.tellsRemovals()
 	case g.opts.Mode != ModeGeneric:
 		s.NoStream = true // the runtime is no EventSource
 	}

@@ -23,6 +23,10 @@ type Status struct {
 	StreamError error
 	// NoStream tells that the runtime has no event stream.
 	NoStream bool
+	// UntoldRemovals tells that relists found removals the connected stream
+	// did not tell (CRI-O sends no event when a pod is removed): global
+	// relists then keep the normal period while the stream drives.
+	UntoldRemovals bool
 	// RelistPeriod and RelistThreshold are those in force.
 	RelistPeriod    time.Duration
 	RelistThreshold time.Duration
@@ -48,6 +52,9 @@ func (s Status) String() string {
 	switch {
 	case s.Mode == ModeGeneric:
 		return fmt.Sprintf("mode generic: relisting every %v", s.RelistPeriod)
+	case s.Evented && s.UntoldRemovals:
+		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; it does not tell removals, so relisting every %v",
+			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod)
 	case s.Evented:
 		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; safety-net relist every %v",
 			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod)

@@ -24,7 +24,8 @@ var ErrInspectTimeout = errors.New("pod inspection deadline exceeded")
 func (g *Generator) relist(ctx context.Context) error {
 	st := &g.st
 	start := g.clock.Now()
-	if last := g.health.last(); !last.IsZero() {
+	st.prevRelist = g.health.last()
+	if last := st.prevRelist; !last.IsZero() {
 		g.metrics.RelistInterval.Observe(start.Sub(last).Seconds())
 	}
 	g.health.relistStarted(start)
@@ -82,6 +83,7 @@ func (g *Generator) relist(ctx context.Context) error {
 func (g *Generator) relistPod(ctx context.Context, uid string) {
 	st := &g.st
 	start := g.clock.Now()
+	st.prevRelist = g.health.last()
 	g.metrics.PodRelists.Inc()
 	defer func() { g.metrics.PodRelistDuration.Observe(g.clock.Since(start).Seconds()) }()
 
@@ -316,6 +318,10 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 	}
 	if w.shortLived > 0 {
 		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
+	}
+	if w.untold > 0 && g.stream != nil && g.stream.removalsUntold(w.untold, g.st.prevRelist) {
+		g.log.Info("The container event stream does not tell removals; relisting every period while it drives", "period", g.opts.RelistPeriod)
+		g.updateMode()
 	}
 	g.deliver(change, status)
 }

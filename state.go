@@ -32,6 +32,9 @@ type relistState struct {
 	sandboxPods map[string]string
 	invalid     *invalidItems
 	hints       *hintBook
+	// prevRelist is the start of the global relist before the one, or the
+	// per-pod relist, running: what its records were last observed at.
+	prevRelist time.Time
 }
 
 // group sorts the listed sandboxes and containers into pod records, as a
@@ -196,6 +199,8 @@ type podWork struct {
 	// shortLived counts the events of containers only the event stream
 	// saw, among the transitions.
 	shortLived int
+	// untold counts the removals among the transitions that no event told.
+	untold int
 }
 
 // plan decides which pods a global relist reconciles: those whose
@@ -244,7 +249,11 @@ func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (pod
 	w := podWork{rec: rec, gone: gone, reinspect: reinspect}
 	if gone || !rec.unchanged() {
 		for _, t := range rec.transitions() {
-			w.transitions = append(w.transitions, expand(t, h.seen[hintKey{t.id, t.sandbox}])...)
+			seen := h.seen[hintKey{t.id, t.sandbox}]
+			if t.new == stateNonExistent && seen&stageDeleted == 0 {
+				w.untold++
+			}
+			w.transitions = append(w.transitions, expand(t, seen)...)
 		}
 	}
 	w.transitions = append(w.transitions, h.extra...)

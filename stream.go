@@ -22,6 +22,13 @@ const (
 	// streamHold is how long the stream must stay up before it drives;
 	// until then global relists keep the normal period.
 	streamHold = 5 * time.Second
+	// untoldRemovalsToRelist is how many removals relists must find that
+	// the connected stream did not tell before the stream is taken not to
+	// tell removals (CRI-O sends no event when a pod is removed): then
+	// global relists keep the normal period while the stream drives. A few,
+	// not one: an event can be lost (containerd 1.7 loses one to a client
+	// that closes its stream) or arrive just after the list.
+	untoldRemovalsToRelist = 3
 	// Reconnects back off from retryMin to retryMax, with jitter.
 	retryMin = 100 * time.Millisecond
 	retryMax = 30 * time.Second
@@ -63,6 +70,9 @@ type streamSupervisor struct {
 	since       time.Time // up since, or down since
 	err         error     // what ended it last
 	unsupported bool      // the runtime has no stream
+	// untold counts the removals relists found that the stream, connected
+	// meanwhile, did not tell, since it connected.
+	untold int
 }
 
 func newStreamSupervisor(src runtime.EventSource, opts Options, m *metrics.PLEG) *streamSupervisor {
@@ -82,6 +92,7 @@ func (s *streamSupervisor) up(at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.connected, s.since, s.err, s.unsupported = true, at, nil, false
+	s.untold = 0
 }
 
 func (s *streamSupervisor) down(at time.Time, err error, unsupported bool) {
@@ -106,6 +117,28 @@ func (s *streamSupervisor) snapshot() (connected bool, since time.Time, err erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.connected, s.since, s.err, s.unsupported
+}
+
+// removalsUntold records n removals a relist found that no event told, of
+// items last observed at since: they count only if the stream was
+// connected since before. It reports whether they made the stream one that
+// does not tell removals.
+func (s *streamSupervisor) removalsUntold(n int, since time.Time) (turned bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.connected || since.IsZero() || !s.since.Before(since) {
+		return false
+	}
+	before := s.untold
+	s.untold += n
+	return before < untoldRemovalsToRelist && s.untold >= untoldRemovalsToRelist
+}
+
+// tellsRemovals reports whether the stream is taken to tell removals.
+func (s *streamSupervisor) tellsRemovals() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.untold < untoldRemovalsToRelist
 }
 
 // retryNow cuts a wait before the next attempt short: the runtime answers
