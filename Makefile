@@ -2,19 +2,64 @@
 
 GO ?= go
 
-.PHONY: test check bench demo
+# The suites whose tests wait on goroutines, timers and sockets: make
+# test-stress runs them on a machine kept busy.
+STRESS_PKGS = ./sim/... ./api/... ./doctor/... . ./daemon/...
+# The benchmarks that take minutes each: CPU over idle windows, runs at the
+# scale of 1,000 to 10,000 pods, and restarts on containerd for a while.
+LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|RestartLatency
+# How long make fuzz runs each fuzz target.
+FUZZTIME ?= 10s
 
-## test: format and vet checks, then every test with the race detector
+.PHONY: test test-matrix check test-stress bench bench-long fuzz demo
+
+# The end-to-end tests build and start their runtimes (internal/runtimetest):
+# the first run builds containerd and CRI-O into $(PLEG_CACHE_DIR), or
+# .cache, which takes minutes.
+TEST_TIMEOUT ?= 40m
+
+## test: format and vet checks, then every test with the race detector;
+## each fuzz target runs its seed corpus as a test; the end-to-end tests
+## run against containerd 1.7 and the newest 2.x and CRI-O with pod events
+## on and off (PLEG_CONTAINERD_VERSIONS and PLEG_CRIO_VERSIONS choose others)
 test: check
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## test-matrix: the runtime harness and end-to-end tests against every
+## containerd line in the field (1.7, 2.0, 2.1, 2.2, 2.3, 2.4) and CRI-O
+test-matrix:
+	PLEG_CONTAINERD_VERSIONS=all $(GO) test -race -count=1 -timeout 90m ./internal/runtimetest/ ./test/e2e/
 
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-## bench: every benchmark, with allocations
+## test-stress: the timing-sensitive suites with the race detector, three
+## times, while two CPU hogs keep both cores of a small machine busy; the
+## hogs are killed however the tests end
+test-stress:
+	@sh -c 'while :; do :; done' & hog1=$$!; \
+	sh -c 'while :; do :; done' & hog2=$$!; \
+	trap 'kill $$hog1 $$hog2 2>/dev/null' EXIT INT TERM HUP; \
+	echo "two CPU hogs: $$hog1 $$hog2"; \
+	$(GO) test -race -count=3 -timeout 60m $(STRESS_PKGS)
+
+## bench: the quick benchmarks, with allocations (a few minutes)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -skip '$(LONG_BENCH)' -benchmem -timeout 30m ./...
+
+## bench-long: the idle-CPU and scale benchmarks (most of an hour)
+bench-long:
+	$(GO) test -run '^$$' -bench '$(LONG_BENCH)' -benchmem -benchtime 1x -timeout 90m ./...
+
+## fuzz: every fuzz target of the repository, FUZZTIME (10s) each
+fuzz:
+	@$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
+	  for target in $$(cat $$dir/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p'); do \
+	    echo "== $$pkg $$target"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 ## demo: the daemon over the simulated runtime with churn
 demo:

@@ -19,13 +19,19 @@
 //     kubelet's order), each within a deadline, so one stuck pod cannot
 //     stall the relist and take the node NotReady;
 //   - Subscribe gives any number of consumers a stream that loses nothing:
-//     a consumer that falls behind gets each pod's pending events folded
-//     into its latest state, in memory bounded by the number of pods;
-//     Watch keeps the kubelet's dropping channel for compatibility;
+//     a consumer that falls behind gets each container's pending life
+//     whole, in memory bounded by pods and containers; Watch keeps the
+//     kubelet's dropping channel for compatibility;
 //   - per-pod relist requests coalesce instead of being dropped past 200;
 //   - malformed runtime data is logged once and counted, never a panic;
 //   - kubelet_pleg_last_seen_seconds moves with every relist, not only
-//     when someone asks for health.
+//     when someone asks for health; Status tells how relisting fares
+//     (failing pods, a runtime that is down, a relist in flight);
+//   - where the runtime has a container event stream (ModeAuto), each
+//     event's payload is applied at once by the one goroutine that writes
+//     the cache, never moving a pod back, and a relist of the pod confirms
+//     it; global relists slow to a safety net while the stream holds, and
+//     the stream is retried forever, not given up after 5 failures.
 //
 // The runtime is anything that implements runtime.Runtime, a subset of the
 // CRI RuntimeService; runtime/fakeruntime is an in-memory one for tests.

@@ -41,7 +41,9 @@ type Event struct {
 	// sandboxes like containers and cannot tell them apart in its events.
 	Sandbox bool
 
-	// Observed is the time of the relist that saw the change.
+	// Observed is when the generator saw the change: the start of the
+	// relist that listed it, or the receipt of the runtime's event whose
+	// payload told it.
 	Observed time.Time
 }
 

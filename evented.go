@@ -5,8 +5,6 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/plegkit/pleg/metrics"
 )
 
 // Evented operation.
@@ -74,6 +72,24 @@ func (q *eventQueue) take() (events []queuedEvent, overflowed bool) {
 	return events, overflowed
 }
 
+// takeIf removes and returns the queued events match selects, in order.
+func (q *eventQueue) takeIf(match func(*runtimeapi.ContainerEventResponse) bool) []queuedEvent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var taken []queuedEvent
+	kept := q.items[:0]
+	for _, e := range q.items {
+		if match(e.ev) {
+			taken = append(taken, e)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	clear(q.items[len(kept):])
+	q.items = kept
+	return taken
+}
+
 // enqueueEvent is the stream supervisor's deliver: it runs on the stream's
 // goroutine and only queues.
 func (g *Generator) enqueueEvent(ev *runtimeapi.ContainerEventResponse, connectedAt time.Time) {
@@ -109,20 +125,61 @@ func (g *Generator) handleEvents() {
 	}
 }
 
-// handleEvent takes an event as a hint: it asks for a relist of its pod.
-// Callers hold relistMu.
-func (g *Generator) handleEvent(e queuedEvent) {
+// absorbEvents takes the queued events of pod, or of every pod if pod is
+// "", as hints, after a relist listed it: what the relist listed is newer
+// than those events, so their payloads would tell it late, or out of
+// order; as hints they tell what the lists came too late to see. Callers
+// hold relistMu.
+func (g *Generator) absorbEvents(pod string) {
+	for _, e := range g.events.takeIf(func(ev *runtimeapi.ContainerEventResponse) bool {
+		return pod == "" || g.st.podOf(ev) == pod
+	}) {
+		g.handleEventAs(e, fallbackOvertaken)
+	}
+}
+
+// handleEvent applies an event's payload at once (payload.go), or takes
+// the event as a hint: it asks for a relist of its pod. Callers hold
+// relistMu.
+func (g *Generator) handleEvent(e queuedEvent) { g.handleEventAs(e, "") }
+
+// handleEventAs handles an event, as a hint for the reason given if one is.
+func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	ev := e.ev
 	// An event sent before we subscribed is backlog: it still asks for a
 	// relist, but what it says is old news and reports nothing itself.
 	replay := ev.GetCreatedAt() > 0 && time.Unix(0, ev.GetCreatedAt()).Before(e.connectedAt)
-	uid, ok := g.st.hints.note(ev, replay, e.received)
 	label := "replayed"
 	if !replay {
 		label = eventTypeLabel(ev.GetContainerEventType())
 	}
 	g.metrics.Hints.WithLabelValues(label).Inc()
-	if !ok {
+	if !g.opts.HintOnly {
+		fallback := fallbackReplayed
+		if !replay {
+			fallback = hintBecause
+		}
+		if fallback == "" {
+			var p payload
+			p, fallback = readPayload(ev, g.st.podOfID)
+			if fallback == "" && g.st.hints.pending(p.uid) {
+				// Hints of the pod wait for a relist: this event goes
+				// after them, or the relist would tell them late.
+				fallback = fallbackHintsPending
+			}
+			if fallback == "" {
+				fallback = g.applyPayload(e, p)
+			}
+			if fallback == "" {
+				g.st.hints.learn(ev, p.uid, e.received)
+				g.metrics.PayloadsApplied.Inc()
+				return
+			}
+		}
+		g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
+	}
+	uid := g.st.podOf(ev)
+	if !g.st.hints.note(ev, uid, replay, e.received) {
 		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it", "containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
 		return
 	}
@@ -167,11 +224,18 @@ func (g *Generator) threshold() time.Duration {
 	return g.opts.RelistThreshold
 }
 
+// updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.
 func (g *Generator) updateMode() {
+	inForce := ModeGeneric
 	if g.evented() {
-		g.metrics.SetMode(metrics.ModeEvented)
-	} else {
-		g.metrics.SetMode(metrics.ModeGeneric)
+		inForce = ModeEvented
+	}
+	for _, m := range []Mode{ModeGeneric, ModeEvented} {
+		v := 0.0
+		if m == inForce {
+			v = 1
+		}
+		g.metrics.Mode.WithLabelValues(string(m)).Set(v)
 	}
 }
 

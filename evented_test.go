@@ -34,14 +34,34 @@ type eventedEnv struct {
 	rt  *fakeruntime.Runtime
 	g   *Generator
 	sub *Subscription
+	// got holds what emit collected.
+	got []ev
 }
 
 func newEventedEnv(t *testing.T, mode Mode, pods ...fakeruntime.Pod) *eventedEnv {
 	t.Helper()
+	return newEventedEnvWith(t, func(o *Options) { o.Mode = mode }, pods...)
+}
+
+// hintOnly takes events as hints alone, ignoring their payloads.
+func hintOnly(o *Options) { o.HintOnly = true }
+
+// eventPaths are the two ways a generator takes events: their payloads
+// applied at once, and hints for relists alone.
+var eventPaths = []struct {
+	name string
+	opt  func(*Options)
+}{
+	{"payloads", func(*Options) {}},
+	{"hints", hintOnly},
+}
+
+func newEventedEnvWith(t *testing.T, opt func(*Options), pods ...fakeruntime.Pod) *eventedEnv {
+	t.Helper()
 	rt := fakeruntime.New(pods...)
 	rt.EnableEvents(true)
-	g, err := New(rt, Options{
-		Mode:                mode,
+	o := Options{
+		Mode:                ModeAuto,
 		RelistPeriod:        time.Second,
 		EventedRelistPeriod: time.Hour,
 		// Above the hour, as the evented threshold must exceed its period.
@@ -49,7 +69,9 @@ func newEventedEnv(t *testing.T, mode Mode, pods ...fakeruntime.Pod) *eventedEnv
 		Cache:                  podcache.New(),
 		Clock:                  clock.RealClock{},
 		Logger:                 slog.New(slog.DiscardHandler),
-	})
+	}
+	opt(&o)
+	g, err := New(rt, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +89,21 @@ func (e *eventedEnv) settle() {
 	time.Sleep(streamHold + 2*time.Second)
 	synctest.Wait()
 	e.drain()
+}
+
+// emit sends an event and collects what the generator delivers for it, as
+// a subscriber that reads at once does.
+func (e *eventedEnv) emit(pod, id string, typ runtimeapi.ContainerEventType) {
+	e.rt.Emit(pod, id, typ, time.Time{})
+	synctest.Wait()
+	e.got = append(e.got, e.drain()...)
+}
+
+// wait lets d pass and collects what comes meanwhile.
+func (e *eventedEnv) wait(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+	e.got = append(e.got, e.drain()...)
 }
 
 func (e *eventedEnv) drain() []ev {
@@ -116,7 +153,7 @@ func TestEventsDrivePerPodRelists(t *testing.T) {
 
 func TestHintsOfOnePodCoalesce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running), ctr("c2", running)))
+		e := newEventedEnvWith(t, hintOnly, webPod(ctr("c1", running), ctr("c2", running)))
 		e.settle()
 		before := testutil.ToFloat64(e.g.metrics.PodRelists)
 		// The loop is kept busy with another pod while five hints come.
@@ -150,77 +187,90 @@ func toEvents(evs []ev) []Event {
 }
 
 // TestShortLivedContainer: a container created, started, exited and
-// removed before any relist could see it is still reported, from its
-// hints, in the order it lived.
+// removed before any relist could see it is still reported, in the order
+// it lived: at once from the payloads, or from its hints once the relist
+// finds it gone.
 func TestShortLivedContainer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
-		e.settle()
-		// The relist the first hint triggers lists for a second: the
-		// container lives and goes meanwhile.
-		e.rt.SetLatency(runtime.OpListPodSandbox, time.Second)
-		p := webPod()
-		e.rt.AddContainer(p, fakeruntime.Container{ID: "job", Name: "job", State: running})
-		e.rt.Emit("web", "job", evCreated, time.Time{})
-		e.rt.Emit("web", "job", evStarted, time.Time{})
-		_ = e.rt.SetContainerState("job", exited, 0)
-		e.rt.Emit("web", "job", evStopped, time.Time{})
-		e.rt.Remove("job")
-		e.rt.Emit("web", "job", evDeleted, time.Time{})
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		got := e.drain()
-		want := []ev{startedEv("web", "job"), diedEv("web", "job"), removedEv("web", "job")}
-		if !slices.Equal(got, want) {
-			t.Errorf("events %v, want %v", got, want)
-		}
-		if n := testutil.ToFloat64(e.g.metrics.ShortLivedEvents); n != 3 {
-			t.Errorf("pleg_evented_short_lived_events_total = %v, want 3", n)
-		}
-		// A relist later, nothing more about it.
-		e.g.requestGlobalRelist()
-		synctest.Wait()
-		if got := e.drain(); len(got) != 0 {
-			t.Errorf("again: %v", got)
-		}
-	})
+	for _, path := range eventPaths {
+		t.Run(path.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEventedEnvWith(t, path.opt, webPod(ctr("c1", running)))
+				e.settle()
+				// The relist the first hint triggers lists for a second:
+				// the container lives and goes meanwhile.
+				e.rt.SetLatency(runtime.OpListPodSandbox, time.Second)
+				p := webPod()
+				e.rt.AddContainer(p, fakeruntime.Container{ID: "job", Name: "job", State: running})
+				e.emit("web", "job", evCreated)
+				e.emit("web", "job", evStarted)
+				_ = e.rt.SetContainerState("job", exited, 0)
+				e.emit("web", "job", evStopped)
+				e.rt.Remove("job")
+				e.emit("web", "job", evDeleted)
+				e.wait(2 * time.Second)
+				want := []ev{startedEv("web", "job"), diedEv("web", "job"), removedEv("web", "job")}
+				if !slices.Equal(e.got, want) {
+					t.Errorf("events %v, want %v", e.got, want)
+				}
+				// Only the hints know of containers no relist saw.
+				wantShortLived := 0.0
+				if path.name == "hints" {
+					wantShortLived = 3
+				}
+				if n := testutil.ToFloat64(e.g.metrics.ShortLivedEvents); n != wantShortLived {
+					t.Errorf("pleg_evented_short_lived_events_total = %v, want %v", n, wantShortLived)
+				}
+				// A relist later, nothing more about it.
+				e.g.requestGlobalRelist()
+				synctest.Wait()
+				if got := e.drain(); len(got) != 0 {
+					t.Errorf("again: %v", got)
+				}
+			})
+		})
+	}
 }
 
 // TestShortLivedPod: a whole pod created and removed between relists.
 func TestShortLivedPod(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEventedEnv(t, ModeAuto)
-		e.settle()
-		e.rt.SetLatency(runtime.OpListPodSandbox, time.Second)
-		job := fakeruntime.Pod{UID: "job", Name: "job", Namespace: "batch",
-			Sandboxes: []fakeruntime.Sandbox{{ID: "jsb", State: ready}}, Containers: []fakeruntime.Container{{ID: "jc", Name: "run", State: running}}}
-		e.rt.AddPod(job)
-		// Only the sandbox's events carry the pod; the container's are
-		// attributed to it by their IDs.
-		e.rt.Emit("job", "jsb", evCreated, time.Time{})
-		e.rt.Emit("job", "jsb", evStarted, time.Time{})
-		e.rt.Emit("job", "jc", evStarted, time.Time{})
-		_ = e.rt.SetContainerState("jc", exited, 0)
-		e.rt.Emit("job", "jc", evStopped, time.Time{})
-		e.rt.RemovePod("job")
-		e.rt.Emit("job", "jc", evDeleted, time.Time{})
-		e.rt.Emit("job", "jsb", evStopped, time.Time{})
-		e.rt.Emit("job", "jsb", evDeleted, time.Time{})
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		got := e.drain()
-		for _, id := range []string{"jc", "jsb"} {
-			var types []EventType
-			for _, x := range got {
-				if x.data == id {
-					types = append(types, x.typ)
+	for _, path := range eventPaths {
+		t.Run(path.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEventedEnvWith(t, path.opt)
+				e.settle()
+				e.rt.SetLatency(runtime.OpListPodSandbox, time.Second)
+				job := fakeruntime.Pod{UID: "job", Name: "job", Namespace: "batch",
+					Sandboxes: []fakeruntime.Sandbox{{ID: "jsb", State: ready}}, Containers: []fakeruntime.Container{{ID: "jc", Name: "run", State: running}}}
+				e.rt.AddPod(job)
+				e.emit("job", "jsb", evCreated)
+				e.emit("job", "jsb", evStarted)
+				e.emit("job", "jc", evStarted)
+				_ = e.rt.SetContainerState("jc", exited, 0)
+				e.emit("job", "jc", evStopped)
+				// Once the pod is gone, its events carry no sandbox status:
+				// they are attributed to it by their IDs.
+				e.rt.RemovePod("job")
+				e.emit("job", "jc", evDeleted)
+				e.emit("job", "jsb", evStopped)
+				e.emit("job", "jsb", evDeleted)
+				e.wait(2 * time.Second)
+				for _, id := range []string{"jc", "jsb"} {
+					var types []EventType
+					for _, x := range e.got {
+						if x.data == id {
+							types = append(types, x.typ)
+						}
+					}
+					if want := []EventType{ContainerStarted, ContainerDied, ContainerRemoved}; !slices.Equal(types, want) {
+						t.Errorf("%s: %v, want %v (all: %v)", id, types, want, e.got)
+					}
 				}
-			}
-			if want := []EventType{ContainerStarted, ContainerDied, ContainerRemoved}; !slices.Equal(types, want) {
-				t.Errorf("%s: %v, want %v (all: %v)", id, types, want, got)
-			}
-		}
-	})
+				if _, ok := e.g.Cache().(*podcache.Cache).GetEntry("job"); ok {
+					t.Error("the gone pod is still cached")
+				}
+			})
+		})
+	}
 }
 
 // TestLateDeletedIsNotReportedTwice: the relist saw the container go, then

@@ -69,6 +69,9 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pleg: registering metrics: %w", err)
 	}
+	for _, r := range fallbackReasons {
+		m.PayloadFallbacks.WithLabelValues(r)
+	}
 	cache := opts.Cache
 	if cache == nil {
 		cache = podcache.New()
@@ -98,6 +101,7 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		g.stream = newStreamSupervisor(src, opts, m)
 		g.stream.deliver, g.stream.changed = g.enqueueEvent, g.streamChanged
 	}
+	g.updateMode()
 	return g, nil
 }
 
@@ -166,6 +170,12 @@ func (g *Generator) Healthy() (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// HealthCheck returns the generator's health check, named "PLEG" as the
+// kubelet names it.
+func (g *Generator) HealthCheck() HealthCheck {
+	return HealthCheck{Name: "PLEG", Healthy: g.Healthy}
 }
 
 // Status returns how the generator learns of changes at the moment and how

@@ -62,6 +62,24 @@ func (s Status) String() string {
 	}
 }
 
+// InForce is the mode in force: ModeEvented while the event stream drives,
+// else ModeGeneric.
+func (s Status) InForce() Mode {
+	if s.Evented {
+		return ModeEvented
+	}
+	return ModeGeneric
+}
+
+// HealthCheck is a named health check, as the kubelet registers them with
+// its runtime state; a failing one reads "<Name> is not healthy: <error>".
+// Healthy must be cheap and must not call the runtime: it runs before
+// every dispatch of a sync loop and for every health probe.
+type HealthCheck struct {
+	Name    string
+	Healthy func() (bool, error)
+}
+
 // PodFailure is a pod the runtime could not inspect: its events wait, and
 // it is inspected again at every relist until it can be.
 type PodFailure struct {
@@ -164,6 +182,14 @@ func (h *health) podFailed(ref podRef, at time.Time, deadline bool, err error) (
 	}
 	f.Name, f.Namespace, f.Deadline, f.Err = ref.name, ref.namespace, deadline, err
 	return first
+}
+
+// isFailing reports whether the latest inspection of pod uid failed.
+func (h *health) isFailing(uid string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.failing[uid]
+	return ok
 }
 
 // podInspected records a successful inspection of pod uid, or that the pod

@@ -114,14 +114,12 @@ func newHintBook() *hintBook {
 	return &hintBook{pods: make(map[string]*podHints), owners: make(map[string]owner), removed: make(map[string]time.Time)}
 }
 
-// podOf returns the pod an event is about: its sandbox's, or the one an
-// earlier event tied its container to.
-func (b *hintBook) podOf(ev *runtimeapi.ContainerEventResponse) string {
-	if uid := ev.GetPodSandboxStatus().GetMetadata().GetUid(); uid != "" {
-		return uid
-	}
-	return b.owners[ev.GetContainerId()].uid
-}
+// ownerOf returns the pod an earlier event tied a container or sandbox ID
+// to, or "".
+func (b *hintBook) ownerOf(id string) string { return b.owners[id].uid }
+
+// pending reports whether pod uid has hints waiting for a relist.
+func (b *hintBook) pending(uid string) bool { return b.pods[uid] != nil }
 
 // learn remembers the pod of every ID an event names.
 func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now time.Time) {
@@ -138,17 +136,17 @@ func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now 
 	}
 }
 
-// note records an event as a hint and returns its pod. A replayed event
-// only tells the pod.
-func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, replay bool, now time.Time) (uid string, ok bool) {
+// note records an event about pod uid as a hint, and reports whether it
+// could: an event needs an ID and a pod. A replayed event only teaches the
+// pods of the IDs it names.
+func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, replay bool, now time.Time) bool {
 	id := ev.GetContainerId()
-	uid = b.podOf(ev)
 	if uid == "" || id == "" {
-		return "", false
+		return false
 	}
 	b.learn(ev, uid, now)
 	if replay {
-		return uid, true
+		return true
 	}
 	sb := ev.GetPodSandboxStatus()
 	ph := b.pods[uid]
@@ -176,7 +174,7 @@ func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, replay bool, now 
 	}
 	h.stages |= stageOf(ev.GetContainerEventType())
 	h.last = now
-	return uid, true
+	return true
 }
 
 // hinted returns the pods with hints; nil when none has.

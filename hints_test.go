@@ -74,6 +74,16 @@ func podEvent(uid, sandboxID, id string, typ runtimeapi.ContainerEventType, cont
 	return ev
 }
 
+// noteIn notes ev in b, finding its pod as the generator does when no
+// record knows it: from its sandbox status, or from an earlier event.
+func noteIn(b *hintBook, ev *runtimeapi.ContainerEventResponse, replay bool, now time.Time) (string, bool) {
+	uid := ev.GetPodSandboxStatus().GetMetadata().GetUid()
+	if uid == "" {
+		uid = b.ownerOf(ev.GetContainerId())
+	}
+	return uid, b.note(ev, uid, replay, now)
+}
+
 func TestHintBook(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	knowsNothing := func(string, bool) bool { return false }
@@ -81,7 +91,7 @@ func TestHintBook(t *testing.T) {
 	t.Run("a container's events fold into one hint", func(t *testing.T) {
 		b := newHintBook()
 		for _, typ := range []runtimeapi.ContainerEventType{evCreated, evStarted, evStopped, evDeleted} {
-			if uid, ok := b.note(podEvent("p", "sb", "c", typ, "c"), false, t0); !ok || uid != "p" {
+			if uid, ok := noteIn(b, podEvent("p", "sb", "c", typ, "c"), false, t0); !ok || uid != "p" {
 				t.Fatalf("note = %q, %v", uid, ok)
 			}
 		}
@@ -96,7 +106,7 @@ func TestHintBook(t *testing.T) {
 			t.Errorf("name %q, want the one in the payload", h.extra[0].name)
 		}
 		// Reported removed: a late event or relist does not tell it again.
-		b.note(podEvent("p", "sb", "c", evDeleted), false, t0)
+		noteIn(b, podEvent("p", "sb", "c", evDeleted), false, t0)
 		if h := b.take("p", knowsNothing, t0); len(h.extra) != 0 {
 			t.Errorf("reported again: %v", h.extra)
 		}
@@ -104,18 +114,18 @@ func TestHintBook(t *testing.T) {
 
 	t.Run("an event without a sandbox status finds its pod by ID", func(t *testing.T) {
 		b := newHintBook()
-		b.note(podEvent("p", "sb", "sb", evCreated, "c"), false, t0)
-		if uid, ok := b.note(podEvent("", "", "c", evStopped), false, t0); !ok || uid != "p" {
+		noteIn(b, podEvent("p", "sb", "sb", evCreated, "c"), false, t0)
+		if uid, ok := noteIn(b, podEvent("", "", "c", evStopped), false, t0); !ok || uid != "p" {
 			t.Errorf("container of a known sandbox: %q, %v", uid, ok)
 		}
-		if _, ok := b.note(podEvent("", "", "stranger", evStopped), false, t0); ok {
+		if _, ok := noteIn(b, podEvent("", "", "stranger", evStopped), false, t0); ok {
 			t.Error("an ID no event named was given a pod")
 		}
 	})
 
 	t.Run("a replayed event only tells the pod", func(t *testing.T) {
 		b := newHintBook()
-		if uid, ok := b.note(podEvent("p", "sb", "c", evDeleted, "c"), true, t0); !ok || uid != "p" {
+		if uid, ok := noteIn(b, podEvent("p", "sb", "c", evDeleted, "c"), true, t0); !ok || uid != "p" {
 			t.Fatalf("note = %q, %v", uid, ok)
 		}
 		if n, _, _ := b.size(); n != 0 {
@@ -125,8 +135,8 @@ func TestHintBook(t *testing.T) {
 
 	t.Run("known containers report the stages seen", func(t *testing.T) {
 		b := newHintBook()
-		b.note(podEvent("p", "sb", "c", evStarted, "c"), false, t0)
-		b.note(podEvent("p", "sb", "c", evStopped, "c"), false, t0)
+		noteIn(b, podEvent("p", "sb", "c", evStarted, "c"), false, t0)
+		noteIn(b, podEvent("p", "sb", "c", evStopped, "c"), false, t0)
 		h := b.take("p", func(id string, _ bool) bool { return id == "c" }, t0)
 		if len(h.extra) != 0 || h.seen[hintKey{"c", false}] != stageStarted|stageStopped {
 			t.Errorf("take = %+v", h)
@@ -135,7 +145,7 @@ func TestHintBook(t *testing.T) {
 
 	t.Run("unsettled hints wait, then expire", func(t *testing.T) {
 		b := newHintBook()
-		b.note(podEvent("p", "sb", "c", evStarted, "c"), false, t0)
+		noteIn(b, podEvent("p", "sb", "c", evStarted, "c"), false, t0)
 		if h := b.take("p", knowsNothing, t0.Add(time.Second)); len(h.extra) != 0 {
 			t.Errorf("take = %+v", h)
 		}
@@ -150,14 +160,14 @@ func TestHintBook(t *testing.T) {
 
 	t.Run("owners are kept while a record knows them", func(t *testing.T) {
 		b := newHintBook()
-		b.note(podEvent("p", "sb", "c", evStarted, "c", "d"), false, t0)
+		noteIn(b, podEvent("p", "sb", "c", evStarted, "c", "d"), false, t0)
 		b.take("p", func(string, bool) bool { return true }, t0)
 		later := t0.Add(hintTTL + time.Second)
 		b.prune(later, func(uid, id string) bool { return uid == "p" && id != "d" })
 		if _, owners, _ := b.size(); owners != 2 {
 			t.Errorf("%d owners, want c and sb (d is known to no record)", owners)
 		}
-		if uid, ok := b.note(podEvent("", "", "sb", evDeleted), false, later); !ok || uid != "p" {
+		if uid, ok := noteIn(b, podEvent("", "", "sb", evDeleted), false, later); !ok || uid != "p" {
 			t.Errorf("sandbox DELETED without status: %q, %v", uid, ok)
 		}
 	})
@@ -199,7 +209,7 @@ func FuzzHintBook(f *testing.F) {
 			if x&2 != 0 {
 				containers = append(containers, "c2")
 			}
-			got, ok := b.note(podEvent(uid, "sb", id, typ, containers...), i%7 == 3, now)
+			got, ok := noteIn(b, podEvent(uid, "sb", id, typ, containers...), i%7 == 3, now)
 			if ok && (got == "" || id == "") {
 				t.Fatalf("note gave pod %q for ID %q", got, id)
 			}

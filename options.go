@@ -106,9 +106,10 @@ type Options struct {
 	// whose inspection times out is inspected again at the next relist.
 	InspectTimeout time.Duration
 
-	// Mode chooses relisting alone or the runtime's event stream as hints;
-	// default ModeAuto. In evented operation every event triggers a relist
-	// of its pod, which alone writes the cache and yields the events.
+	// Mode chooses relisting alone or with the runtime's event stream;
+	// default ModeAuto. In evented operation each event's payload is
+	// applied at once and a relist of its pod confirms it; an event whose
+	// payload cannot be applied triggers that relist alone.
 	Mode Mode
 	// EventedRelistPeriod is the pause between global relists while the
 	// event stream holds; default 30 s.
@@ -119,6 +120,12 @@ type Options struct {
 	// NoStreamRetry is how often ModeAuto tries again the stream of a
 	// runtime that has none; default 5 m.
 	NoStreamRetry time.Duration
+	// HintOnly takes every event as a hint for a relist of its pod and
+	// ignores its payload, which is otherwise applied at once, the relist
+	// then confirming it. Events then arrive a relist of the pod later.
+	// For comparing the two, or for a runtime whose payloads are not to be
+	// trusted.
+	HintOnly bool
 
 	// Cache receives every pod's status; default a new podcache.Cache.
 	Cache Cache
@@ -130,8 +137,21 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
+// Validate reports every field that New would refuse, reading a zero
+// field as its default.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // withDefaults fills in unset fields and checks the result.
 func (o Options) withDefaults() (Options, error) {
+	o = o.defaulted()
+	return o, o.validate()
+}
+
+// defaulted is o with its unset fields set to their defaults.
+func (o Options) defaulted() Options {
 	if o.RelistPeriod == 0 {
 		o.RelistPeriod = DefaultRelistPeriod
 	}
@@ -165,6 +185,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	return o
+}
+
+// validate checks options whose defaults are set.
+func (o Options) validate() error {
 	var errs []error
 	if o.RelistPeriod < 0 {
 		errs = append(errs, fmt.Errorf("relist period %v must be positive", o.RelistPeriod))
@@ -192,5 +217,5 @@ func (o Options) withDefaults() (Options, error) {
 	if o.EventedRelistThreshold <= o.EventedRelistPeriod {
 		errs = append(errs, fmt.Errorf("evented relist threshold %v must be greater than the evented relist period %v", o.EventedRelistThreshold, o.EventedRelistPeriod))
 	}
-	return o, errors.Join(errs...)
+	return errors.Join(errs...)
 }

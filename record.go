@@ -3,6 +3,7 @@ package pleg
 import (
 	"slices"
 	"strings"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -58,6 +59,9 @@ type podRecord struct {
 	listedPass uint64
 	// runningSandbox is set when the latest list saw a ready sandbox.
 	runningSandbox bool
+	// modified is the time of the observation the pod's cache entry came
+	// from: the start of the relist that last wrote it.
+	modified time.Time
 }
 
 // startListing resets what the latest list saw, keeping the memory.

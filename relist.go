@@ -42,6 +42,7 @@ func (g *Generator) relist(ctx context.Context) error {
 	}
 	g.health.relisted(start)
 	g.metrics.LastSeen.Set(float64(start.Unix()))
+	g.absorbEvents("")
 
 	st.group(sandboxes, containers, "")
 	g.updateRunningMetrics()
@@ -89,6 +90,7 @@ func (g *Generator) relistPod(ctx context.Context, uid string) {
 		// The next global relist will see the pod.
 		return
 	}
+	g.absorbEvents(uid)
 	st.group(sandboxes, containers, uid)
 
 	rec, known := st.records[uid]
@@ -280,7 +282,9 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 		return
 	case in.err != nil:
 		g.inspectionFailed(ref, in.err, observed)
-		g.cache.Set(rec.uid, status, in.err, observed)
+		if g.cache.Set(rec.uid, status, in.err, observed) {
+			rec.modified = observed
+		}
 		g.reinspect.add(rec.uid)
 		return
 	default:
@@ -293,6 +297,7 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 			// next relist brings a fresh one.
 			return
 		}
+		rec.modified = observed
 	}
 
 	change := &podChange{

@@ -160,6 +160,30 @@ func (st *relistState) dropListItems() {
 	}
 }
 
+// podOf returns the pod an event is about: its sandbox's, the one an
+// earlier event tied its ID to, or the one whose record knows the ID.
+func (st *relistState) podOf(ev *runtimeapi.ContainerEventResponse) string {
+	if uid := ev.GetPodSandboxStatus().GetMetadata().GetUid(); uid != "" {
+		return uid
+	}
+	return st.podOfID(ev.GetContainerId())
+}
+
+// podOfID returns the pod of a container or sandbox ID, or "". Events
+// without a sandbox status are rare (containerd's for a sandbox it
+// removed); the walk over the records is for them.
+func (st *relistState) podOfID(id string) string {
+	if uid := st.hints.ownerOf(id); uid != "" || id == "" {
+		return uid
+	}
+	for uid, rec := range st.records {
+		if rec.knows(id, true) || rec.knows(id, false) {
+			return uid
+		}
+	}
+	return ""
+}
+
 // podWork is a pod to reconcile.
 type podWork struct {
 	rec         *podRecord

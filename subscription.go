@@ -126,13 +126,20 @@ func (f *fanout) publish(c *podChange) {
 //
 // Events are queued per pod and a subscription never blocks the generator.
 // While a subscriber keeps up, it receives every event in the order the
-// generator produced it. When it falls behind, the events of a pod that are
-// still pending coalesce: each container's pending transitions fold into
-// the one transition from the state the subscriber last learned to the
-// latest, with the kubelet's table (running then removed becomes Died and
-// Removed; started and removed before the subscriber looked becomes
-// nothing). The subscriber therefore always learns each pod's latest state,
-// events of one pod stay in order, and what is pending is bounded by the
+// generator produced it. When it falls behind, a pod's pending events are
+// delivered together, each container's in order, the containers in the
+// order they first changed. A container's life only goes forward
+// (created, running, exited, removed), so it has at most three events to
+// tell and they all wait: a subscriber a little behind misses nothing, not
+// even a container that started, exited and was removed before it looked.
+// Two things coalesce: a container whose state went back or sideways
+// (through unknown) folds into the one transition from the state the
+// subscriber last learned to the latest, with the kubelet's table; and
+// once more than maxEndedPending containers of one pod have ended unseen,
+// the oldest of them fold away (started and removed before the subscriber
+// looked becomes nothing; running then removed becomes Died and Removed).
+// The subscriber therefore always learns each pod's latest state, events
+// of one container stay in order, and what is pending is bounded by the
 // number of pods and their containers, not by the number of events.
 type Subscription struct {
 	fanout *fanout
@@ -256,7 +263,13 @@ func (s *Subscription) add(c *podChange) {
 	}
 }
 
-// merge folds c into what is pending and returns how many events that
+// maxEndedPending is how many containers of one pod that ended (were
+// removed) unseen a subscription keeps the whole lives of; past it the
+// oldest fold away, which bounds a lagging subscriber's memory by pods
+// and containers, not by how many came and went.
+const maxEndedPending = 16
+
+// merge adds c to what is pending and returns how many events folding
 // saved.
 func (p *pendingPod) merge(c *podChange) (coalesced int) {
 	p.podRef = c.podRef
@@ -269,22 +282,20 @@ func (p *pendingPod) merge(c *podChange) (coalesced int) {
 		}
 		sl := &p.slots[i]
 		sl.observed = c.observed
-		if sl.change == p.changes {
-			sl.ts = append(sl.ts, t)
+		if sl.change == p.changes || (t.old == sl.ts[len(sl.ts)-1].new && t.new.rank(true) > sl.furthest()) {
+			// The same change, or the container's life going on: keep.
+			sl.ts, sl.change = append(sl.ts, t), p.changes
 			continue
 		}
-		// The subscriber has not read what is pending: fold it.
-		before := deliverable(t.old, t.new)
-		for _, x := range sl.ts {
-			before += deliverable(x.old, x.new)
-		}
-		net := sl.ts[0]
-		net.new, net.name = t.new, t.name
-		coalesced += max(0, before-deliverable(net.old, net.new))
-		sl.ts, sl.change = append(sl.ts[:0], net), p.changes
-		if net.old == net.new {
-			// Back where the subscriber last saw it: nothing to tell.
-			p.slots = append(p.slots[:i], p.slots[i+1:]...)
+		// Back or sideways: fold what is pending.
+		coalesced += p.fold(i, t)
+	}
+	for ended := p.ended(); ended > maxEndedPending; ended-- {
+		for i := range p.slots {
+			if sl := &p.slots[i]; sl.ts[len(sl.ts)-1].new == stateNonExistent {
+				coalesced += p.fold(i, sl.ts[len(sl.ts)-1])
+				break
+			}
 		}
 	}
 	if c.podSync {
@@ -300,6 +311,51 @@ func (p *pendingPod) merge(c *podChange) (coalesced int) {
 		p.conditionMet, p.conditionAt = true, c.observed
 	}
 	return coalesced
+}
+
+// fold replaces the pending transitions of slot i, followed by t, with
+// the one transition from the state the subscriber knows to t's, and
+// returns how many events that saved. A slot back where the subscriber
+// last saw it goes.
+func (p *pendingPod) fold(i int, t transition) (coalesced int) {
+	sl := &p.slots[i]
+	before := 0
+	for _, x := range sl.ts {
+		before += deliverable(x.old, x.new)
+	}
+	last := sl.ts[len(sl.ts)-1]
+	if last != t {
+		before += deliverable(t.old, t.new)
+	}
+	net := sl.ts[0]
+	net.new, net.name = t.new, t.name
+	coalesced = max(0, before-deliverable(net.old, net.new))
+	sl.ts, sl.change = append(sl.ts[:0], net), p.changes
+	if net.old == net.new {
+		p.slots = append(p.slots[:i], p.slots[i+1:]...)
+	}
+	return coalesced
+}
+
+// furthest is the furthest rank in its life the slot's container reached,
+// as far as the subscriber knows or has pending.
+func (sl *slot) furthest() int {
+	r := sl.ts[0].old.rank(false)
+	for _, t := range sl.ts {
+		r = max(r, t.new.rank(true))
+	}
+	return r
+}
+
+// ended counts the slots of containers that are gone.
+func (p *pendingPod) ended() int {
+	n := 0
+	for i := range p.slots {
+		if p.slots[i].ts[len(p.slots[i].ts)-1].new == stateNonExistent {
+			n++
+		}
+	}
+	return n
 }
 
 func (p *pendingPod) find(t transition) int {

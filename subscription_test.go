@@ -84,16 +84,14 @@ func TestSubscriptionCoalescing(t *testing.T) {
 			want:  []ev{{"p", S, "a"}, {"p", D, "a"}, {"p", R, "a"}},
 		},
 		{
-			name:          "lagging: started then died is died",
-			steps:         []step{add(change("p", "a:none>run")), add(change("p", "a:run>exit")), read},
-			want:          []ev{{"p", D, "a"}},
-			wantCoalesced: 1,
+			name:  "lagging: a life going on keeps every event",
+			steps: []step{add(change("p", "a:none>run")), add(change("p", "a:run>exit")), read},
+			want:  []ev{{"p", S, "a"}, {"p", D, "a"}},
 		},
 		{
-			name:          "lagging: a container born and gone unseen is nothing",
-			steps:         []step{add(change("p", "a:none>run")), add(change("p", "a:run>exit")), add(change("p", "a:exit>none")), read},
-			want:          nil,
-			wantCoalesced: 3,
+			name:  "lagging: a container born and gone unseen is told whole",
+			steps: []step{add(change("p", "a:none>run")), add(change("p", "a:run>exit")), add(change("p", "a:exit>none")), read},
+			want:  []ev{{"p", S, "a"}, {"p", D, "a"}, {"p", R, "a"}},
 		},
 		{
 			name:  "lagging: a container known running and gone is died and removed",
@@ -107,9 +105,14 @@ func TestSubscriptionCoalescing(t *testing.T) {
 			wantCoalesced: 1,
 		},
 		{
-			name:          "containers keep the order they first changed in",
-			steps:         []step{add(change("p", "a:none>run", "b:none>run")), add(change("p", "a:run>exit")), read},
-			want:          []ev{{"p", D, "a"}, {"p", S, "b"}},
+			name:  "containers keep the order they first changed in",
+			steps: []step{add(change("p", "a:none>run", "b:none>run")), add(change("p", "a:run>exit")), read},
+			want:  []ev{{"p", S, "a"}, {"p", D, "a"}, {"p", S, "b"}},
+		},
+		{
+			name:          "lagging: back through unknown and on folds",
+			steps:         []step{add(change("p", "a:none>run")), add(change("p", "a:run>unk")), add(change("p", "a:unk>exit")), read},
+			want:          []ev{{"p", D, "a"}},
 			wantCoalesced: 1,
 		},
 		{
@@ -124,10 +127,9 @@ func TestSubscriptionCoalescing(t *testing.T) {
 			want:  []ev{{"p", S, "a"}, {"p", D, "a"}, {"p", R, "a"}},
 		},
 		{
-			name:          "a later change folds a pending life",
-			steps:         []step{add(change("p", "a:none>run", "a:run>exit")), add(change("p", "a:exit>none")), read},
-			want:          nil,
-			wantCoalesced: 3,
+			name:  "a later change goes on with a pending life",
+			steps: []step{add(change("p", "a:none>run", "a:run>exit")), add(change("p", "a:exit>none")), read},
+			want:  []ev{{"p", S, "a"}, {"p", D, "a"}, {"p", R, "a"}},
 		},
 		{
 			name:  "pods in the order their first event came",
@@ -156,6 +158,35 @@ func TestSubscriptionCoalescing(t *testing.T) {
 				t.Errorf("%d pods still pending", sub.Pending())
 			}
 		})
+	}
+}
+
+// TestSubscriptionBoundsEndedLives: a pod whose containers come and go
+// while the subscriber does not read keeps the lives of the latest
+// maxEndedPending; older ones fold away, so that memory stays bounded.
+func TestSubscriptionBoundsEndedLives(t *testing.T) {
+	f := newTestFanout(t)
+	sub := f.subscribe()
+	const extra = 3
+	for i := range maxEndedPending + extra {
+		id := fmt.Sprintf("c%02d", i)
+		for _, step := range []string{"none>run", "run>exit", "exit>none"} {
+			c := change("p")
+			st := change("p", "a:"+step).transitions[0]
+			st.id = id
+			c.transitions = []transition{st}
+			f.publish(c)
+		}
+	}
+	got := readAll(sub)
+	if len(got) != 3*maxEndedPending {
+		t.Fatalf("%d events, want the whole lives of the latest %d containers", len(got), maxEndedPending)
+	}
+	if got[0].data != fmt.Sprintf("c%02d", extra) {
+		t.Errorf("first event about %s, want c%02d: the oldest lives fold away", got[0].data, extra)
+	}
+	if n := testutil.ToFloat64(f.metrics.CoalescedEvents); n != 3*extra {
+		t.Errorf("coalesced %v, want %d", n, 3*extra)
 	}
 }
 

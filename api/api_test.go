@@ -94,7 +94,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	if opts.Cache == nil {
 		opts.Cache = testCache()
 	}
-	opts.Checks = []Check{{Name: "PLEG", Healthy: f.health.check}}
+	opts.Checks = []pleg.HealthCheck{{Name: "PLEG", Healthy: f.health.check}}
 	f.journal = opts.Journal
 	f.srv = NewServer(opts)
 	f.ts = httptest.NewServer(f.srv)
@@ -474,8 +474,9 @@ func TestHealthzVerboseAndMode(t *testing.T) {
 	f := &fixture{health: &healthy{ok: true}}
 	srv := NewServer(Options{
 		Cache: testCache(), Journal: NewJournal(10, 1),
-		Checks: []Check{{Name: "PLEG", Healthy: f.health.check}},
-		Mode:   func() (string, string) { return "evented", "mode auto: evented since 10:00" },
+		Checks:  []pleg.HealthCheck{{Name: "PLEG", Healthy: f.health.check}},
+		Mode:    func() (string, string) { return "evented", "mode auto: evented since 10:00" },
+		Details: func() []string { return []string{"runtime: event stream: supported"} },
 	})
 	f.srv, f.ts = srv, httptest.NewServer(srv)
 	defer f.ts.Close()
@@ -485,12 +486,12 @@ func TestHealthzVerboseAndMode(t *testing.T) {
 		t.Errorf("healthz: %q, X-Pleg-Mode %q", body, resp.Header.Get("X-Pleg-Mode"))
 	}
 	_, body = f.get(t, "/healthz?verbose")
-	if want := "[+]PLEG ok\nmode auto: evented since 10:00\nhealthz check passed\n"; string(body) != want {
+	if want := "[+]PLEG ok\nmode auto: evented since 10:00\nruntime: event stream: supported\nhealthz check passed\n"; string(body) != want {
 		t.Errorf("verbose healthz:\n%s\nwant:\n%s", body, want)
 	}
 	f.health.ok, f.health.err = false, errors.New("pleg was last seen active 11m0s ago; threshold is 10m0s")
 	resp, body = f.get(t, "/healthz?verbose")
-	if want := "[-]PLEG failed: pleg was last seen active 11m0s ago; threshold is 10m0s\nmode auto: evented since 10:00\nhealthz check failed\n"; resp.StatusCode != 500 || string(body) != want {
+	if want := "[-]PLEG failed: pleg was last seen active 11m0s ago; threshold is 10m0s\nmode auto: evented since 10:00\nruntime: event stream: supported\nhealthz check failed\n"; resp.StatusCode != 500 || string(body) != want {
 		t.Errorf("verbose healthz unhealthy: %d\n%s\nwant:\n%s", resp.StatusCode, body, want)
 	}
 	resp, body = f.get(t, "/healthz?verbos")

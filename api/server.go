@@ -36,13 +36,6 @@ const (
 	DefaultMaxFilterValues = 128
 )
 
-// Check is a named health check, worded in the kubelet's way when it
-// fails: "<Name> is not healthy: <error>".
-type Check struct {
-	Name    string
-	Healthy func() (bool, error)
-}
-
 // Cache is what the API reads of the pod cache.
 type Cache interface {
 	GetAll() map[string]podcache.Entry
@@ -53,7 +46,7 @@ type Cache interface {
 // Options configure a Server.
 type Options struct {
 	// Checks are the health checks of /healthz; /readyz runs them too.
-	Checks []Check
+	Checks []pleg.HealthCheck
 	// Ready, if set, tells whether what the server serves is complete:
 	// /readyz fails until it holds (for the daemon, until the first relist
 	// is written to the cache). Its error says what is missing.
@@ -61,7 +54,10 @@ type Options struct {
 	// Mode, if set, tells how the generator learns of changes: a short
 	// word for the X-Pleg-Mode header (generic, evented) and a line for
 	// /healthz?verbose.
-	Mode    func() (word, line string)
+	Mode func() (word, line string)
+	// Details, if set, are more lines for /healthz?verbose, after the
+	// mode's: what the runtime can do, say.
+	Details func() []string
 	Cache   Cache
 	Journal *Journal
 	// Gatherer serves /metrics; nil serves none.
@@ -223,7 +219,7 @@ func (s *Server) Unhealthy() []string {
 // probe is one check of a health endpoint, with the word its failure
 // takes: "PLEG is not healthy: ...", "cache is not ready: ...".
 type probe struct {
-	Check
+	pleg.HealthCheck
 	failed string
 }
 
@@ -238,9 +234,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	checks := s.healthChecks()
 	if s.opts.Ready != nil {
-		checks = append(checks, probe{Check{Name: "cache", Healthy: s.opts.Ready}, "ready"})
+		checks = append(checks, probe{pleg.HealthCheck{Name: "cache", Healthy: s.opts.Ready}, "ready"})
 	}
-	checks = append(checks, probe{Check{Name: "server", Healthy: func() (bool, error) {
+	checks = append(checks, probe{pleg.HealthCheck{Name: "server", Healthy: func() (bool, error) {
 		if s.closed() {
 			return false, errors.New("shutting down")
 		}
@@ -253,7 +249,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // daemon serves. A runtime that is down or slow is no reason to restart
 // the daemon, so the PLEG's health is not part of it.
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
-	s.answerProbes(w, r, "livez", []probe{{Check{Name: "ping", Healthy: func() (bool, error) { return true, nil }}, "live"}})
+	s.answerProbes(w, r, "livez", []probe{{pleg.HealthCheck{Name: "ping", Healthy: func() (bool, error) { return true, nil }}, "live"}})
 }
 
 func (s *Server) healthChecks() []probe {
@@ -310,6 +306,11 @@ func (s *Server) answerProbes(w http.ResponseWriter, r *http.Request, name strin
 	}
 	if line != "" {
 		fmt.Fprintln(&b, line)
+	}
+	if s.opts.Details != nil {
+		for _, l := range s.opts.Details() {
+			fmt.Fprintln(&b, l)
+		}
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(&b, "%s check failed\n", name)

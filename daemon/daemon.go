@@ -101,14 +101,12 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, listener: lis,
 		API: api.NewServer(api.Options{
-			Checks: []api.Check{{Name: "PLEG", Healthy: gen.Healthy}},
+			Checks: []pleg.HealthCheck{gen.HealthCheck()},
 			Mode: func() (string, string) {
 				st := gen.Status()
-				if st.Evented {
-					return "evented", st.String()
-				}
-				return "generic", st.String()
+				return string(st.InForce()), st.String()
 			},
+			Details:    runtimeDetails(cfg.Runtime),
 			Cache:      cache,
 			Journal:    journal,
 			Gatherer:   reg,
@@ -118,6 +116,23 @@ func New(cfg Config) (*Daemon, error) {
 		}),
 	}
 	return d, nil
+}
+
+// runtimeDetails are the lines /healthz?verbose tells of the runtime:
+// what it can do, as far as the daemon's calls showed it, when the
+// runtime reports that (the CRI adapter does).
+func runtimeDetails(rt runtime.Runtime) func() []string {
+	cr, ok := rt.(runtime.CapabilityReporter)
+	if !ok {
+		return nil
+	}
+	return func() []string {
+		lines := cr.Capabilities().Lines()
+		for i, l := range lines {
+			lines[i] = "runtime " + l
+		}
+		return lines
+	}
 }
 
 // Addr returns the address the API listens on.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -182,9 +181,10 @@ func newDiagnosis(client runtimeapi.RuntimeServiceClient, opts Options) *diagnos
 		StartedAt:     d.started,
 		BudgetSeconds: seconds(opts.Budget),
 		Support: Support{
-			StreamPodSandboxes: Probe{Availability: Unknown, Detail: "not probed"},
-			StreamContainers:   Probe{Availability: Unknown, Detail: "not probed"},
-			ContainerEvents:    Probe{Availability: Unknown, Detail: "not probed"},
+			StreamPodSandboxes:      Probe{Availability: Unknown, Detail: "not probed"},
+			StreamContainers:        Probe{Availability: Unknown, Detail: "not probed"},
+			ContainerEvents:         Probe{Availability: Unknown, Detail: "not probed"},
+			SandboxStatusContainers: Probe{Availability: Unknown, Detail: "no pod inspected"},
 		},
 		Inspection: Inspection{Concurrency: opts.Concurrency, CallTimeoutSeconds: seconds(opts.CallTimeout)},
 	}
@@ -290,6 +290,10 @@ type sizeCodec struct {
 
 func newSizeCodec() *sizeCodec { return &sizeCodec{CodecV2: encoding.GetCodecV2(protocodec.Name)} }
 
+// Name is empty, so that the call goes out as application/grpc, the only
+// content-type CRI-O's socket admits (see runtime/cri).
+func (c *sizeCodec) Name() string { return "" }
+
 func (c *sizeCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	c.bytes += data.Len()
 	return c.CodecV2.Unmarshal(data, v)
@@ -371,14 +375,12 @@ func (d *diagnosis) probeStreams(ctx context.Context) ([]*runtimeapi.PodSandbox,
 		sandboxes  []*runtimeapi.PodSandbox
 		containers []*runtimeapi.Container
 	)
-	okS := d.probeStream(ctx, opStreamPodSandboxes, &d.rep.Support.StreamPodSandboxes, func(ctx context.Context) (int, error) {
-		stream, err := d.client.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{})
-		sandboxes, err = cri.DrainList(stream, err, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes)
+	okS := d.probeStream(ctx, opStreamPodSandboxes, &d.rep.Support.StreamPodSandboxes, func(ctx context.Context) (n int, err error) {
+		sandboxes, err = cri.StreamPodSandboxes(ctx, d.client)
 		return len(sandboxes), err
 	})
-	okC := d.probeStream(ctx, opStreamContainers, &d.rep.Support.StreamContainers, func(ctx context.Context) (int, error) {
-		stream, err := d.client.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{})
-		containers, err = cri.DrainList(stream, err, (*runtimeapi.StreamContainersResponse).GetContainers)
+	okC := d.probeStream(ctx, opStreamContainers, &d.rep.Support.StreamContainers, func(ctx context.Context) (n int, err error) {
+		containers, err = cri.StreamContainers(ctx, d.client)
 		return len(containers), err
 	})
 	return sandboxes, containers, okS && okC
@@ -407,40 +409,25 @@ func (d *diagnosis) probeStream(ctx context.Context, op string, p *Probe, f func
 // stream at once (CRI-O without enable_pod_events); one with it keeps the
 // stream open.
 func (d *diagnosis) probeEvents(ctx context.Context) {
-	p := &d.rep.Support.ContainerEvents
 	if ctx.Err() != nil {
 		return
 	}
-	wait := min(eventsProbeWait, time.Until(d.deadline))
-	pctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	stream, err := d.client.GetContainerEvents(pctx, &runtimeapi.GetEventsRequest{})
-	if err == nil {
-		_, err = stream.Recv()
+	c, cut := cri.ProbeContainerEvents(ctx, d.client, min(eventsProbeWait, time.Until(d.deadline)))
+	if cut {
+		c.Detail = "cut short by the time budget"
 	}
-	deadline, _ := pctx.Deadline()
-	*p = eventsProbe(err, ctx.Err() != nil, pctx.Err() != nil || nearDeadline(deadline, wait))
+	d.rep.Support.ContainerEvents = Probe{Availability: Availability(c.Availability), Detail: c.Detail}
 }
 
-// eventsProbe tells what the event stream's first Recv says: err is what
-// it returned, budgetDone whether the diagnosis ran out of time, atDeadline
-// whether it returned when the wait ended. A stream that ends only then,
-// even cleanly, was open.
-func eventsProbe(err error, budgetDone, atDeadline bool) Probe {
-	switch {
-	case err == nil:
-		return Probe{Availability: Supported, Detail: "an event arrived"}
-	case status.Code(err) == codes.Unimplemented:
-		return Probe{Availability: Unsupported, Detail: "Unimplemented"}
-	case budgetDone:
-		return Probe{Availability: Unknown, Detail: "cut short by the time budget"}
-	case errors.Is(err, io.EOF) && !atDeadline:
-		return Probe{Availability: Unsupported, Detail: "the stream ends at once"}
-	case atDeadline && (errors.Is(err, io.EOF) || status.Code(err) == codes.DeadlineExceeded || status.Code(err) == codes.Canceled):
-		return Probe{Availability: Supported, Detail: "stream open"}
-	default:
-		s := status.Convert(err)
-		return Probe{Availability: Unknown, Detail: s.Code().String() + ": " + s.Message()}
+// sandboxStatus notes whether a PodSandboxStatus answer carried its
+// pod's container statuses: one answer with them shows the runtime has
+// them.
+func (d *diagnosis) sandboxStatus(resp *runtimeapi.PodSandboxStatusResponse) {
+	c := cri.SandboxStatusContainers(resp)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := &d.rep.Support.SandboxStatusContainers; p.Availability != Supported {
+		*p = Probe{Availability: Availability(c.Availability), Detail: c.Detail}
 	}
 }
 
@@ -620,7 +607,10 @@ func (d *diagnosis) inspectPod(ctx context.Context, p *podItems) *podResult {
 	}
 	for _, sb := range p.sandboxes {
 		c := d.timed(ctx, runtime.OpPodSandboxStatus, func(ctx context.Context) error {
-			_, err := d.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.GetId()})
+			resp, err := d.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.GetId()})
+			if err == nil {
+				d.sandboxStatus(resp)
+			}
 			return err
 		})
 		c.target = sb.GetId()

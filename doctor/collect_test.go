@@ -2,15 +2,13 @@ package doctor
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/sim"
 )
 
 // Pods are grouped as the kubelet groups them.
@@ -74,31 +72,18 @@ func TestPlanSpreadsTheSample(t *testing.T) {
 	}
 }
 
-// What the event stream's first Recv says about the runtime. A runtime
-// learns the probe's deadline and may end the stream cleanly just before
-// the probe's own context fires: that stream was open.
-func TestEventsProbe(t *testing.T) {
-	for _, tc := range []struct {
-		name                   string
-		err                    error
-		budgetDone, atDeadline bool
-		want                   Probe
-	}{
-		{"event", nil, false, false, Probe{Availability: Supported, Detail: "an event arrived"}},
-		{"unimplemented", status.Error(codes.Unimplemented, "unknown method"), false, false, Probe{Availability: Unsupported, Detail: "Unimplemented"}},
-		{"ends at once", io.EOF, false, false, Probe{Availability: Unsupported, Detail: "the stream ends at once"}},
-		{"ended by the runtime on our deadline", io.EOF, false, true, Probe{Availability: Supported, Detail: "stream open"}},
-		{"our deadline", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), false, true, Probe{Availability: Supported, Detail: "stream open"}},
-		{"canceled on our deadline", status.Error(codes.Canceled, "context canceled"), false, true, Probe{Availability: Supported, Detail: "stream open"}},
-		{"budget ran out", status.Error(codes.DeadlineExceeded, "deadline"), true, true, Probe{Availability: Unknown, Detail: "cut short by the time budget"}},
-		{"fails early", status.Error(codes.Unavailable, "connection refused"), false, false, Probe{Availability: Unknown, Detail: "Unavailable: connection refused"}},
-		{"fails at the deadline", status.Error(codes.Unavailable, "connection reset"), false, true, Probe{Availability: Unknown, Detail: "Unavailable: connection reset"}},
-		{"deadline exceeded early", status.Error(codes.DeadlineExceeded, "deadline"), false, false, Probe{Availability: Unknown, Detail: "DeadlineExceeded: deadline"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := eventsProbe(tc.err, tc.budgetDone, tc.atDeadline); got != tc.want {
-				t.Errorf("eventsProbe = %+v, want %+v", got, tc.want)
-			}
-		})
+// The report tells whether PodSandboxStatus answers carry the pod's
+// container statuses, as the runtime answered the inspection.
+func TestSandboxStatusSupport(t *testing.T) {
+	for _, with := range []bool{false, true} {
+		s, client := startSim(t, sim.Options{Pods: 2, Containers: 1, SandboxContainerStatuses: with})
+		r := diagnose(t, client, Options{Endpoint: s.Endpoint()})
+		want := map[bool]Probe{
+			false: {Availability: Unsupported, Detail: "no Timestamp, no ContainersStatuses"},
+			true:  {Availability: Supported, Detail: "Timestamp and ContainersStatuses set"},
+		}[with]
+		if got := r.Support.SandboxStatusContainers; got != want {
+			t.Errorf("with SandboxContainerStatuses=%v: %+v, want %+v", with, got, want)
+		}
 	}
 }

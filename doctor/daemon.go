@@ -2,84 +2,74 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
+	"math"
 	"net/http"
-	"net/url"
-	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/utils/clock"
 
+	apiclient "github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/metrics"
 )
 
-// maxDaemonBody bounds what is read of the daemon's answers.
-const maxDaemonBody = 16 << 20
+// daemonTimeout bounds each read of the daemon: its answers are quick,
+// and a daemon that does not answer is a finding, not a wait.
+const daemonTimeout = 5 * time.Second
 
-// readDaemon reads a pleg daemon's health and relist metrics at base.
-func readDaemon(ctx context.Context, client *http.Client, base string, clk clock.PassiveClock) *Daemon {
-	d := &Daemon{URL: base}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		d.Error = fmt.Sprintf("%q is not an http:// or https:// URL", base)
+// readDaemon reads a pleg daemon's health and relist metrics.
+func readDaemon(ctx context.Context, c *apiclient.Client, clk clock.PassiveClock) *Daemon {
+	d := &Daemon{URL: c.String()}
+	ctx, cancel := context.WithTimeout(ctx, 2*daemonTimeout)
+	defer cancel()
+	h, err := c.Health(ctx)
+	var status *apiclient.StatusError
+	switch {
+	case errors.As(err, &status) && (status.Code == http.StatusUnauthorized || status.Code == http.StatusForbidden):
+		d.Error = "the daemon refused us: " + err.Error()
 		return d
-	}
-	get := func(path string) (int, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.JoinPath(path).String(), nil)
-		if err != nil {
-			return 0, nil, err
-		}
-		req.Header.Set("Accept", "text/plain")
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxDaemonBody))
-		return resp.StatusCode, body, err
-	}
-
-	code, body, err := get("/healthz")
-	if err != nil {
+	case errors.As(err, &status):
+		d.Error = fmt.Sprintf("/healthz answered %d, not a pleg daemon's health", status.Code)
+		return d
+	case err != nil:
 		d.Error = "reading /healthz: " + err.Error()
 		return d
 	}
-	d.Healthy = code == http.StatusOK
-	d.Health = strings.TrimSpace(string(body))
-	if code != http.StatusOK && code != http.StatusInternalServerError {
-		d.Error = fmt.Sprintf("/healthz answered %d, not a pleg daemon's health", code)
-		return d
-	}
+	d.Healthy, d.Health = h.OK, h.Message
 
-	code, body, err = get("/metrics")
-	if err == nil && code != http.StatusOK {
-		err = fmt.Errorf("status %d", code)
-	}
+	text, err := c.MetricsText(ctx)
 	if err != nil {
+		if errors.As(err, &status) {
+			err = fmt.Errorf("status %d", status.Code)
+		}
 		d.Error = "reading /metrics: " + err.Error()
 		return d
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	readMetrics(d, text, clk)
+	return d
+}
+
+// readMetrics fills d from the text of the daemon's /metrics.
+func readMetrics(d *Daemon, text []byte, clk clock.PassiveClock) {
+	families, err := apiclient.ParseMetrics(text)
 	if err != nil {
-		d.Error = "parsing /metrics: " + err.Error()
-		return d
+		d.Error = err.Error()
+		return
 	}
 	now := float64(clk.Now().UnixNano()) / 1e9
 	if h := firstHistogram(families["kubelet_pleg_relist_duration_seconds"]); h != nil {
 		d.Relists = h.GetSampleCount()
-		d.RelistP50Seconds = metrics.HistogramQuantile(h, 0.5)
-		d.RelistP99Seconds = metrics.HistogramQuantile(h, 0.99)
+		d.RelistP50Seconds = figure(metrics.HistogramQuantile(h, 0.5))
+		d.RelistP99Seconds = figure(metrics.HistogramQuantile(h, 0.99))
 	}
 	if v, ok := firstValue(families["kubelet_pleg_last_seen_seconds"]); ok && v > 0 {
-		d.LastSeenSecondsAgo = max(now-v, 0)
+		d.LastSeenSecondsAgo = figure(now - v)
 	}
 	if v, ok := firstValue(families["pleg_relist_in_flight"]); ok && v > 0 {
 		if started, ok := firstValue(families["pleg_relist_started_timestamp_seconds"]); ok && started > 0 {
-			d.RelistRunningSeconds = max(now-started, 0)
+			d.RelistRunningSeconds = figure(now - started)
 		}
 	}
 	for _, m := range families["pleg_mode"].GetMetric() {
@@ -88,18 +78,28 @@ func readDaemon(ctx context.Context, client *http.Client, base string, clk clock
 		}
 	}
 	for _, m := range families["pleg_pod_inspection_failures_total"].GetMetric() {
-		if v := m.GetCounter().GetValue(); v > 0 {
+		if v := figure(m.GetCounter().GetValue()); v > 0 {
 			if d.InspectionFailures == nil {
 				d.InspectionFailures = make(map[string]float64)
 			}
 			d.InspectionFailures[label(m, "reason")] = v
 		}
 	}
-	d.DiscardedEvents, _ = firstValue(families["kubelet_pleg_discard_events"])
+	discarded, _ := firstValue(families["kubelet_pleg_discard_events"])
+	d.DiscardedEvents = figure(discarded)
 	if _, ok := families["kubelet_pleg_relist_duration_seconds"]; !ok {
 		d.Error = "/metrics has no kubelet_pleg_relist_duration_seconds: not a pleg daemon"
 	}
-	return d
+}
+
+// figure is v as the report takes it: a count, a duration or an age,
+// never negative, and 0 for what is not a number (NaN, an infinity),
+// which a report in JSON could not hold.
+func figure(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0
+	}
+	return v
 }
 
 func firstHistogram(f *dto.MetricFamily) *dto.Histogram {

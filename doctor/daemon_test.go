@@ -12,7 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/plegkit/pleg"
+	apiclient "github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/metrics"
+	"github.com/plegkit/pleg/sim"
 )
 
 // fakeDaemon serves /healthz as given and /metrics from pleg's own
@@ -39,6 +42,14 @@ func fakeDaemon(t *testing.T, healthCode int, health string, prepare func(m *met
 func TestReadDaemon(t *testing.T) {
 	now := time.Date(2026, 11, 21, 3, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(now)
+	read := func(server string) *Daemon {
+		t.Helper()
+		c, err := apiclient.New(server, apiclient.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readDaemon(t.Context(), c, clk)
+	}
 	unix := func(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 	t.Run("healthy", func(t *testing.T) {
@@ -50,11 +61,12 @@ func TestReadDaemon(t *testing.T) {
 				m.RelistDuration.Observe(0.3)
 			}
 			m.LastSeen.Set(unix(now.Add(-2 * time.Second)))
-			m.SetMode(metrics.ModeEvented)
+			m.Mode.WithLabelValues(string(pleg.ModeGeneric)).Set(0)
+			m.Mode.WithLabelValues(string(pleg.ModeEvented)).Set(1)
 			m.InspectionFailures.WithLabelValues(metrics.InspectionDeadline).Add(3)
 		})
-		d := readDaemon(t.Context(), http.DefaultClient, url, clk)
-		if d.Error != "" || !d.Healthy || d.Health != "ok" || d.Mode != metrics.ModeEvented || d.Relists != 100 {
+		d := read(url)
+		if d.Error != "" || !d.Healthy || d.Health != "ok" || d.Mode != string(pleg.ModeEvented) || d.Relists != 100 {
 			t.Fatalf("daemon %+v", d)
 		}
 		// 90 relists in the 5 ms bucket, 10 in the 500 ms one.
@@ -73,7 +85,7 @@ func TestReadDaemon(t *testing.T) {
 			m.RelistStarted.Set(unix(now.Add(-190 * time.Second)))
 			m.LastSeen.Set(unix(now.Add(-190 * time.Second)))
 		})
-		d := readDaemon(t.Context(), http.DefaultClient, url+"/", clk)
+		d := read(url + "/")
 		if d.Error != "" || d.Healthy || d.Health != msg || math.Abs(d.RelistRunningSeconds-190) > 1e-6 {
 			t.Fatalf("daemon %+v", d)
 		}
@@ -82,7 +94,7 @@ func TestReadDaemon(t *testing.T) {
 	t.Run("not a daemon", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		defer srv.Close()
-		if d := readDaemon(t.Context(), http.DefaultClient, srv.URL, clk); !strings.Contains(d.Error, "not a pleg daemon") {
+		if d := read(srv.URL); !strings.Contains(d.Error, "not a pleg daemon") {
 			t.Errorf("daemon %+v", d)
 		}
 	})
@@ -90,7 +102,7 @@ func TestReadDaemon(t *testing.T) {
 	t.Run("no daemon", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		srv.Close()
-		if d := readDaemon(t.Context(), http.DefaultClient, srv.URL, clk); !strings.Contains(d.Error, "reading /healthz") {
+		if d := read(srv.URL); !strings.Contains(d.Error, "reading /healthz") {
 			t.Errorf("daemon %+v", d)
 		}
 	})
@@ -101,14 +113,30 @@ func TestReadDaemon(t *testing.T) {
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("{not metrics}\n")) })
 		srv := httptest.NewServer(mux)
 		defer srv.Close()
-		if d := readDaemon(t.Context(), http.DefaultClient, srv.URL, clk); !strings.Contains(d.Error, "parsing /metrics") {
+		if d := read(srv.URL); !strings.Contains(d.Error, "parsing /metrics") {
 			t.Errorf("daemon %+v", d)
 		}
 	})
 
+	t.Run("refused", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		}))
+		defer srv.Close()
+		if d := read(srv.URL); !strings.Contains(d.Error, "the daemon refused us: server answered 401 Unauthorized") {
+			t.Errorf("daemon %+v", d)
+		}
+	})
+}
+
+// A daemon's address that is no http://, https:// or unix:// one is
+// reported, and the diagnosis goes on.
+func TestDiagnoseReportsABadServerAddress(t *testing.T) {
+	_, client := startSim(t, sim.Options{Pods: 1, Containers: 1})
 	for _, bad := range []string{"127.0.0.1:9847", "ftp://host/", "http://", ":%"} {
-		if d := readDaemon(t.Context(), http.DefaultClient, bad, clk); !strings.Contains(d.Error, "not an http:// or https:// URL") {
-			t.Errorf("%q: %+v", bad, d)
+		r := diagnose(t, client, Options{Server: bad})
+		if r.Daemon == nil || r.Daemon.URL != bad || !strings.Contains(r.Daemon.Error, "want http://host:port, https://host:port or unix:///path") {
+			t.Errorf("%q: %+v", bad, r.Daemon)
 		}
 	}
 }

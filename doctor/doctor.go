@@ -15,13 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg"
+	apiclient "github.com/plegkit/pleg/api/client"
 )
 
 // Defaults of Options.
@@ -81,13 +81,23 @@ type Options struct {
 	PlegConcurrency    int
 	PlegInspectTimeout time.Duration
 
-	// Server is the base URL of a running pleg daemon to read, or empty.
+	// Daemon reads a running pleg daemon's health and relist figures, or
+	// is nil.
+	Daemon *apiclient.Client
+	// Server is the address of a daemon to read when Daemon is nil:
+	// http://host:port, https://host:port or unix:///path, with no TLS
+	// settings or credentials.
 	Server string
-	// HTTPClient reads the daemon; default a client with a 5 s timeout.
-	HTTPClient *http.Client
 
 	// Clock times calls; default the real clock.
 	Clock clock.PassiveClock
+}
+
+// Validate reports every field that Diagnose would refuse, reading a
+// zero field as its default.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -111,9 +121,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PlegConcurrency == 0 {
 		o.PlegConcurrency = pleg.DefaultInspectConcurrency
-	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 5 * time.Second}
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -152,11 +159,19 @@ func Diagnose(ctx context.Context, client runtimeapi.RuntimeServiceClient, opts 
 	defer cancel()
 
 	daemon := make(chan *Daemon, 1)
-	if opts.Server != "" {
+	switch {
+	case opts.Daemon != nil:
 		// Read at once and apart: the daemon's answer does not depend on
 		// ours, and it must not eat the inspection's budget.
-		go func() { daemon <- readDaemon(ctx, opts.HTTPClient, opts.Server, opts.Clock) }()
-	} else {
+		go func() { daemon <- readDaemon(ctx, opts.Daemon, opts.Clock) }()
+	case opts.Server != "":
+		c, err := apiclient.New(opts.Server, apiclient.Options{})
+		if err != nil {
+			daemon <- &Daemon{URL: opts.Server, Error: err.Error()}
+			break
+		}
+		go func() { daemon <- readDaemon(ctx, c, opts.Clock) }()
+	default:
 		daemon <- nil
 	}
 

@@ -154,6 +154,9 @@ type Support struct {
 	StreamPodSandboxes Probe `json:"streamPodSandboxes"`
 	StreamContainers   Probe `json:"streamContainers"`
 	ContainerEvents    Probe `json:"containerEvents"`
+	// SandboxStatusContainers: PodSandboxStatus answers with a Timestamp
+	// and its containers' statuses, which spares a call per container.
+	SandboxStatusContainers Probe `json:"sandboxStatusContainers"`
 }
 
 // Operation summarizes the timed calls of one CRI operation.

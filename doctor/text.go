@@ -85,6 +85,7 @@ func (r *Report) WriteText(out io.Writer) error {
 		s := r.Support
 		fmt.Fprintf(tw, "  streaming lists\t%s (sandboxes), %s (containers)\n", s.StreamPodSandboxes.Availability, s.StreamContainers.Availability)
 		fmt.Fprintf(tw, "  event stream\t%s (%s)\n", s.ContainerEvents.Availability, s.ContainerEvents.Detail)
+		fmt.Fprintf(tw, "  sandbox status\t%s (%s)\n", s.SandboxStatusContainers.Availability, s.SandboxStatusContainers.Detail)
 	}
 	w.flush(tw)
 

@@ -57,14 +57,10 @@ type PLEG struct {
 	PodRelists               prometheus.Counter
 	ShortLivedEvents         prometheus.Counter
 	EventsDropped            prometheus.Counter
+	PayloadsApplied          prometheus.Counter
+	PayloadFallbacks         *prometheus.CounterVec
 	Mode                     *prometheus.GaugeVec
 }
-
-// Modes of pleg_mode.
-const (
-	ModeGeneric = "generic"
-	ModeEvented = "evented"
-)
 
 // NewPLEG creates the collectors and registers them on reg. A nil reg
 // leaves them unregistered, which is what tests and embedders without
@@ -170,11 +166,18 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 		Name: "pleg_evented_events_dropped_total",
 		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they said.",
 	})
+	m.PayloadsApplied = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_payloads_applied_total",
+		Help: "CRI container events whose payload (the pod's statuses as the runtime sent them) was applied at once, before the relist of the pod that confirms it.",
+	})
+	m.PayloadFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pleg_evented_payload_fallbacks_total",
+		Help: "CRI container events whose payload could not be applied at once, by reason; they took the relist path alone.",
+	}, []string{"reason"})
 	m.Mode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pleg_mode",
 		Help: "1 for the mode in force: evented while the CRI event stream holds, else generic (relisting alone).",
 	}, []string{"mode"})
-	m.SetMode(ModeGeneric)
 	for _, t := range []string{"created", "started", "stopped", "deleted", "replayed"} {
 		m.Hints.WithLabelValues(t)
 	}
@@ -202,17 +205,6 @@ func (m *PLEG) SetRunningContainers(created, running, exited, unknown int) {
 	m.RunningContainers.WithLabelValues(ContainerStateUnknown).Set(float64(unknown))
 }
 
-// SetMode sets pleg_mode to 1 for mode and 0 for the other.
-func (m *PLEG) SetMode(mode string) {
-	for _, md := range []string{ModeGeneric, ModeEvented} {
-		v := 0.0
-		if md == mode {
-			v = 1
-		}
-		m.Mode.WithLabelValues(md).Set(v)
-	}
-}
-
 func (m *PLEG) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.RelistDuration, m.RelistInterval, m.DiscardEvents, m.LastSeen, m.PodRelistDuration,
@@ -220,6 +212,7 @@ func (m *PLEG) collectors() []prometheus.Collector {
 		m.RelistInFlight, m.RelistStarted, m.InspectionDuration, m.InspectionFailures,
 		m.CoalescedEvents, m.InvalidItems,
 		m.EventedConnectionSuccess, m.EventedConnectionErrors, m.EventedLatency,
-		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.EventsDropped, m.Mode,
+		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.EventsDropped,
+		m.PayloadsApplied, m.PayloadFallbacks, m.Mode,
 	}
 }

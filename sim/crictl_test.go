@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -106,7 +105,7 @@ func TestCrictl(t *testing.T) {
 	}
 
 	// crictl events prints each event as indented JSON.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(testContext(t))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args("events")...)
 	cmd.Env = env

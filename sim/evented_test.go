@@ -34,10 +34,11 @@ func (stoppedTicker) C() <-chan time.Time { return nil }
 func (stoppedTicker) Stop()               {}
 
 type eventedRun struct {
-	t   *testing.T
-	sim *Sim
-	gen *pleg.Generator
-	reg *prometheus.Registry
+	t      *testing.T
+	sim    *Sim
+	client runtimeapi.RuntimeServiceClient // the test's own, to read the truth
+	gen    *pleg.Generator
+	reg    *prometheus.Registry
 
 	mu  sync.Mutex
 	got map[string][]pleg.EventType
@@ -64,7 +65,7 @@ func startEvented(t *testing.T, opts Options, gopts pleg.Options) *eventedRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &eventedRun{t: t, sim: s, gen: g, reg: reg, got: map[string][]pleg.EventType{}}
+	r := &eventedRun{t: t, sim: s, client: dial(t, s), gen: g, reg: reg, got: map[string][]pleg.EventType{}}
 	sub := g.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -106,10 +107,26 @@ func (r *eventedRun) waitEvented() {
 }
 
 // churn steps the workload n times, a little apart, as a live node would.
+// The generator may fall behind: a relist can see a container's state
+// before the stream delivered the events that led there.
 func (r *eventedRun) churn(n int) {
 	for range n {
 		r.sim.Step()
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// churnInStep steps the workload n times, each step once the events
+// delivered say what the runtime holds: whatever the machine's load, every
+// change reaches the generator through the stream before the next one is
+// made, so that each of them must come out as its event. One step changes
+// a container once at most (a container starts in one tick and exits in a
+// later one). missedOK is converged's: containers gone before the stream
+// drove may have no events.
+func (r *eventedRun) churnInStep(n int, missedOK bool) {
+	for range n {
+		r.sim.Step()
+		r.converged(missedOK)
 	}
 }
 
@@ -132,7 +149,7 @@ func stateOf(evs []pleg.EventType) string {
 func (r *eventedRun) truth() map[string]string {
 	r.t.Helper()
 	ctx := testContext(r.t)
-	client := dial(r.t, r.sim)
+	client := r.client
 	state := map[string]string{}
 	for _, ch := range r.sim.History() {
 		for _, id := range []string{ch.ContainerID, ch.SandboxID} {
@@ -171,7 +188,7 @@ func (r *eventedRun) truth() map[string]string {
 func (r *eventedRun) converged(missedOK bool) {
 	r.t.Helper()
 	var last string
-	deadline := time.Now().Add(time.Minute)
+	deadline := giveUp(r.t)
 	for time.Now().Before(deadline) {
 		truth, got := r.truth(), r.events()
 		last = ""
@@ -185,7 +202,7 @@ func (r *eventedRun) converged(missedOK bool) {
 		if last == "" {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	r.t.Fatalf("never converged: %s", last)
 }
@@ -197,8 +214,7 @@ func TestEventedOverSimulator(t *testing.T) {
 	r := startEvented(t, Options{Pods: 20, Containers: 2, Churn: busyChurn(), Seed: 7}, pleg.Options{})
 	r.waitEvented()
 	globalBefore := r.relists()
-	r.churn(100)
-	r.converged(false)
+	r.churnInStep(100, false)
 
 	hist := r.sim.History()
 	want, got := expectedEvents(hist), r.events()
@@ -270,8 +286,7 @@ func TestNoStreamThenStream(t *testing.T) {
 	}
 	r.waitEvented()
 	mark := len(r.sim.History())
-	r.churn(10)
-	r.converged(true)
+	r.churnInStep(10, true)
 	// Since the stream drives, nothing is missed.
 	hist := r.sim.History()
 	want, got := expectedEvents(hist[mark:]), r.events()

@@ -79,7 +79,7 @@ func (f Faults) validate() error {
 		if _, ok := lookupOp(name); !ok && name != "*" {
 			errs = append(errs, fmt.Errorf("faults: error rate of unknown operation %q", name))
 		}
-		if r := f.ErrorRate[name]; r < 0 || r > 1 {
+		if r := f.ErrorRate[name]; !(r >= 0 && r <= 1) { // NaN too
 			errs = append(errs, fmt.Errorf("faults: error rate %v of %s must be within 0 and 1", r, name))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -153,8 +154,8 @@ func ParseChurn(s string) (Churn, error) {
 			return Churn{}, fmt.Errorf("churn %q: unknown key %q (want crash, exit, pods, short or tick)", s, key)
 		}
 		rate, err := strconv.ParseFloat(value, 64)
-		if err != nil || rate < 0 {
-			return Churn{}, fmt.Errorf("churn %q: %s rate %q must be a non-negative number", s, key, value)
+		if err != nil || !finiteNonNegative(rate) {
+			return Churn{}, fmt.Errorf("churn %q: %s rate %q must be a finite non-negative number", s, key, value)
 		}
 		*field = rate
 	}
@@ -179,10 +180,14 @@ func (c Churn) String() string {
 	return strings.Join(parts, ",")
 }
 
+// finiteNonNegative reports whether r can be a rate: a Poisson draw of an
+// infinite or NaN mean never ends.
+func finiteNonNegative(r float64) bool { return r >= 0 && !math.IsInf(r, 1) }
+
 func (c Churn) validate() error {
 	for _, r := range []float64{c.Crashes, c.CleanExits, c.PodReplacements, c.ShortLived} {
-		if r < 0 {
-			return errors.New("churn rates must not be negative")
+		if !finiteNonNegative(r) {
+			return fmt.Errorf("churn rate %v must be a finite non-negative number", r)
 		}
 	}
 	if c.Tick < 0 {
@@ -235,7 +240,21 @@ func (m EventMode) String() string {
 	return "EventMode(" + strconv.Itoa(int(m)) + ")"
 }
 
+// Validate reports every field that New would refuse, reading a zero
+// field as its default.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
+// withDefaults fills in unset fields and checks the result.
 func (o Options) withDefaults() (Options, error) {
+	o = o.defaulted()
+	return o, o.validate()
+}
+
+// defaulted is o with its unset fields set to their defaults.
+func (o Options) defaulted() Options {
 	if o.Churn.Tick == 0 {
 		o.Churn.Tick = DefaultTick
 	}
@@ -248,6 +267,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	return o
+}
+
+// validate checks options whose defaults are set.
+func (o Options) validate() error {
 	var errs []error
 	if o.Pods < 0 {
 		errs = append(errs, fmt.Errorf("pods %d must not be negative", o.Pods))
@@ -273,5 +297,5 @@ func (o Options) withDefaults() (Options, error) {
 	if err := o.Faults.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	return o, errors.Join(errs...)
+	return errors.Join(errs...)
 }

@@ -37,7 +37,7 @@ func Example() {
 		ContainerDied: func(ctx context.Context, ev pleg.Event) {
 			fmt.Println("clean up after", ev.ContainerID)
 		},
-		HealthChecks: []syncloop.HealthCheck{{Name: "PLEG", Check: gen.Healthy}},
+		HealthChecks: []pleg.HealthCheck{gen.HealthCheck()},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -30,17 +30,6 @@ type Source interface {
 	Next(ctx context.Context) (pleg.Event, error)
 }
 
-// HealthCheck is one of the checks that gate dispatch, like the checks the
-// kubelet registers with its runtime state. A generator's Healthy method is
-// one, conventionally named "PLEG".
-//
-// Check runs before every dispatch and on every backoff step, so it should
-// be cheap and must not call the runtime.
-type HealthCheck struct {
-	Name  string
-	Check func() (bool, error)
-}
-
 // Options configures a Loop.
 type Options struct {
 	// SyncPod syncs one pod. Required. It is never called concurrently
@@ -51,8 +40,11 @@ type Options struct {
 	// arrival order, one per container ID. It is the place for the
 	// kubelet's cleanUpContainersInPod.
 	ContainerDied func(ctx context.Context, ev pleg.Event)
-	// HealthChecks gate dispatch: while any fails, no pod is synced.
-	HealthChecks []HealthCheck
+	// HealthChecks gate dispatch, like the checks the kubelet registers
+	// with its runtime state: while any fails, no pod is synced. A
+	// generator's HealthCheck is one. They run before every dispatch and
+	// on every backoff step.
+	HealthChecks []pleg.HealthCheck
 	// Clock times the backoff. Defaults to clock.RealClock{}.
 	Clock clock.Clock
 	// Logger defaults to slog.Default().
@@ -65,7 +57,7 @@ type Loop struct {
 	src           Source
 	syncPod       func(context.Context, string)
 	containerDied func(context.Context, pleg.Event)
-	checks        []HealthCheck
+	checks        []pleg.HealthCheck
 	clock         clock.Clock
 	log           *slog.Logger
 
@@ -107,8 +99,8 @@ func New(src Source, opts Options) (*Loop, error) {
 		if hc.Name == "" {
 			return nil, fmt.Errorf("syncloop: Options.HealthChecks[%d] has no name", i)
 		}
-		if hc.Check == nil {
-			return nil, fmt.Errorf("syncloop: health check %q has a nil Check", hc.Name)
+		if hc.Healthy == nil {
+			return nil, fmt.Errorf("syncloop: health check %q has a nil Healthy", hc.Name)
 		}
 	}
 	if opts.Clock == nil {
@@ -141,7 +133,7 @@ func (l *Loop) RuntimeErrors() []string {
 	for _, hc := range l.checks {
 		// As in the kubelet, only ok decides; a failing check without an
 		// error still counts and prints as <nil>.
-		if ok, err := hc.Check(); !ok {
+		if ok, err := hc.Healthy(); !ok {
 			errs = append(errs, fmt.Sprintf("%s is not healthy: %v", hc.Name, err))
 		}
 	}

@@ -209,7 +209,7 @@ func start(t *testing.T, healthy bool) *harness {
 	loop, err := New(h.src, Options{
 		SyncPod:       h.rec.syncPod,
 		ContainerDied: h.rec.containerDied,
-		HealthChecks:  []HealthCheck{{Name: "PLEG", Check: h.health.check}},
+		HealthChecks:  []pleg.HealthCheck{{Name: "PLEG", Healthy: h.health.check}},
 		Logger:        slog.New(slog.NewTextHandler(h.logs, nil)),
 	})
 	if err != nil {
@@ -260,11 +260,11 @@ func TestNew(t *testing.T) {
 		opts    Options
 		wantErr string
 	}{
-		{"ok", newFakeSource(), Options{SyncPod: syncPod, HealthChecks: []HealthCheck{{"PLEG", check}}}, ""},
+		{"ok", newFakeSource(), Options{SyncPod: syncPod, HealthChecks: []pleg.HealthCheck{{Name: "PLEG", Healthy: check}}}, ""},
 		{"nil source", nil, Options{SyncPod: syncPod}, "syncloop: source is nil"},
 		{"nil SyncPod", newFakeSource(), Options{}, "syncloop: Options.SyncPod is nil"},
-		{"unnamed check", newFakeSource(), Options{SyncPod: syncPod, HealthChecks: []HealthCheck{{"", check}}}, "syncloop: Options.HealthChecks[0] has no name"},
-		{"nil check", newFakeSource(), Options{SyncPod: syncPod, HealthChecks: []HealthCheck{{"PLEG", nil}}}, `syncloop: health check "PLEG" has a nil Check`},
+		{"unnamed check", newFakeSource(), Options{SyncPod: syncPod, HealthChecks: []pleg.HealthCheck{{Name: "", Healthy: check}}}, "syncloop: Options.HealthChecks[0] has no name"},
+		{"nil check", newFakeSource(), Options{SyncPod: syncPod, HealthChecks: []pleg.HealthCheck{{Name: "PLEG", Healthy: nil}}}, `syncloop: health check "PLEG" has a nil Healthy`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -292,29 +292,29 @@ func TestRuntimeErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		checks []HealthCheck
+		checks []pleg.HealthCheck
 		want   []string
 	}{
 		{"no checks", nil, nil},
-		{"all healthy", []HealthCheck{{"PLEG", ok}, {"EventedPLEG", ok}}, nil},
+		{"all healthy", []pleg.HealthCheck{{Name: "PLEG", Healthy: ok}, {Name: "EventedPLEG", Healthy: ok}}, nil},
 		{
 			"PLEG stale",
-			[]HealthCheck{{"PLEG", fail("pleg was last seen active 3m5s ago; threshold is 3m0s")}},
+			[]pleg.HealthCheck{{Name: "PLEG", Healthy: fail("pleg was last seen active 3m5s ago; threshold is 3m0s")}},
 			[]string{"PLEG is not healthy: pleg was last seen active 3m5s ago; threshold is 3m0s"},
 		},
 		{
 			"several failing, in check order",
-			[]HealthCheck{{"PLEG", fail("pleg has yet to be successful")}, {"Other", ok}, {"EventedPLEG", fail("stream closed")}},
+			[]pleg.HealthCheck{{Name: "PLEG", Healthy: fail("pleg has yet to be successful")}, {Name: "Other", Healthy: ok}, {Name: "EventedPLEG", Healthy: fail("stream closed")}},
 			[]string{"PLEG is not healthy: pleg has yet to be successful", "EventedPLEG is not healthy: stream closed"},
 		},
 		{
 			"unhealthy without error, as kubelet prints it",
-			[]HealthCheck{{"PLEG", func() (bool, error) { return false, nil }}},
+			[]pleg.HealthCheck{{Name: "PLEG", Healthy: func() (bool, error) { return false, nil }}},
 			[]string{"PLEG is not healthy: <nil>"},
 		},
 		{
 			"healthy with error counts as healthy",
-			[]HealthCheck{{"PLEG", func() (bool, error) { return true, errors.New("ignored") }}},
+			[]pleg.HealthCheck{{Name: "PLEG", Healthy: func() (bool, error) { return true, errors.New("ignored") }}},
 			nil,
 		},
 	}

@@ -2,52 +2,110 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
 
-// applyConfig sets, from the YAML file at path, every flag the command
-// line left unset. The file is a map of flag names to values:
+// applyConfig sets, from the YAML file at path, every flag of cmd that
+// the command line left unset. The file maps flag names to values; a map
+// under a command's name holds values for that command alone, which beat
+// the top level's:
 //
 //	runtime-endpoint: unix:///run/containerd/containerd.sock
 //	relist-period: 1s
-//	inspect-concurrency: 16
+//	server: unix:///run/pleg.sock    # watch and doctor
+//	run:
+//	  listen: unix:///run/pleg.sock
+//	demo:
+//	  pods: 100
 //
-// A key that is no flag of the command is an error, so that a typo does
+// One file serves every command: a top-level key that is a flag of some
+// other command is left to it. A key that is a flag of no command, or not
+// of the command whose section holds it, is an error, so that a typo does
 // not pass silently.
-func applyConfig(fs *pflag.FlagSet, path string) error {
+func applyConfig(cmd *cobra.Command, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("--config: %w", err)
 	}
+	return applyConfigData(cmd, path, data)
+}
+
+// applyConfigData applies the config file at path, read as data.
+func applyConfigData(cmd *cobra.Command, path string, data []byte) error {
 	var values map[string]any
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		return fmt.Errorf("--config %s: %w", path, err)
 	}
-	keys := make([]string, 0, len(values))
-	for k := range values {
+	commands := map[string]*cobra.Command{}
+	for _, c := range cmd.Root().Commands() {
+		commands[c.Name()] = c
+	}
+	top := map[string]any{}
+	var section map[string]any
+	for _, key := range sortedKeys(values) {
+		v := values[key]
+		if sub, ok := v.(map[string]any); ok && commands[key] != nil {
+			for _, k := range sortedKeys(sub) {
+				if !hasFlag(commands[key], k) {
+					return fmt.Errorf("--config %s: %s.%s: %q is not a flag of pleg %s", path, key, k, k, key)
+				}
+			}
+			if key == cmd.Name() {
+				section = sub
+			}
+			continue
+		}
+		if !slices.ContainsFunc(slices.Collect(maps.Values(commands)), func(c *cobra.Command) bool { return hasFlag(c, key) }) {
+			return fmt.Errorf("--config %s: %q is not a flag of any pleg command", path, key)
+		}
+		top[key] = v
+	}
+
+	// The section first: what it sets counts as set for the top level,
+	// and the command line's flags are set already.
+	fs := cmd.Flags()
+	set := func(values map[string]any, where string) error {
+		for _, key := range sortedKeys(values) {
+			f := fs.Lookup(key)
+			if f == nil || f.Changed {
+				continue // another command's, or already set
+			}
+			for _, v := range configValues(values[key]) {
+				if err := fs.Set(key, v); err != nil {
+					return fmt.Errorf("--config %s: %s%s: %w", path, where, key, err)
+				}
+			}
+		}
+		return nil
+	}
+	if err := set(section, cmd.Name()+"."); err != nil {
+		return err
+	}
+	return set(top, "")
+}
+
+// hasFlag reports whether name is a flag of cmd, or one every command has,
+// other than --config itself.
+func hasFlag(cmd *cobra.Command, name string) bool {
+	if name == "config" {
+		return false
+	}
+	return cmd.Flags().Lookup(name) != nil || cmd.Root().PersistentFlags().Lookup(name) != nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	for _, key := range keys {
-		flag := fs.Lookup(key)
-		if flag == nil || key == "config" {
-			return fmt.Errorf("--config %s: %q is not a flag of this command", path, key)
-		}
-		if flag.Changed {
-			continue
-		}
-		for _, v := range configValues(values[key]) {
-			if err := fs.Set(key, v); err != nil {
-				return fmt.Errorf("--config %s: %s: %w", path, key, err)
-			}
-		}
-	}
-	return nil
+	return keys
 }
 
 // configValues turns a YAML value into flag values: one per list item.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg"
@@ -42,8 +43,7 @@ meanwhile; the address is printed at the start.`,
 			return sim.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
+			ctx := cmd.Context()
 			if duration > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, duration)
@@ -151,7 +151,7 @@ type summary struct {
 
 func demoSummary(d *daemon.Daemon, counts *eventCounts, prev map[pleg.EventType]int, elapsed time.Duration, final bool) summary {
 	s := summary{elapsed: elapsed, final: final, totals: counts.snapshot(), perSecond: map[pleg.EventType]int{}, health: "ok",
-		mode: d.Gen.Status().String()}
+		mode: modeLine(d.Gen.Status())}
 	for typ, n := range s.totals {
 		s.perSecond[typ] = n - prev[typ]
 	}
@@ -194,24 +194,34 @@ func relistQuantiles(g prometheus.Gatherer) (count uint64, p50, p99 time.Duratio
 // seconds turns a metric's seconds into a duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// summaryView prints frames, redrawing in place on a terminal.
+// summaryView prints frames: on a terminal, the whole summary redrawn in
+// place, each line cut to the terminal's width so that none wraps and
+// the redraw knows how many lines to take back; elsewhere (a pipe, a
+// file, a CI log) one line a second and the whole summary at the end.
 type summaryView struct {
 	w        io.Writer
 	terminal bool
-	lines    int
+	// width is the terminal's, in columns; 0 when it cannot be told.
+	width int
+	lines int
 }
 
 func newSummaryView(w io.Writer) *summaryView {
 	v := &summaryView{w: w}
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			v.terminal = true
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		v.terminal = true
+		if width, _, err := term.GetSize(int(f.Fd())); err == nil {
+			v.width = width
 		}
 	}
 	return v
 }
 
 func (v *summaryView) render(s summary) {
+	if !v.terminal && !s.final {
+		fmt.Fprintln(v.w, s.line())
+		return
+	}
 	var b strings.Builder
 	state := "running"
 	if s.final {
@@ -223,17 +233,63 @@ func (v *summaryView) render(s summary) {
 	fmt.Fprintf(&b, "  events      %s\n", eventLine(s.totals))
 	fmt.Fprintf(&b, "  relist      p50 %v  p99 %v  (%d relists)\n", s.relistP50.Round(time.Millisecond), s.relistP99.Round(time.Millisecond), s.relists)
 	fmt.Fprintf(&b, "  health      %s\n", s.health)
-	fmt.Fprintf(&b, "  %s\n", s.mode)
+	fmt.Fprintf(&b, "  mode        %s\n", s.mode)
 	text := b.String()
-	if v.terminal && v.lines > 0 {
-		// Up over the previous frame and clear it.
-		fmt.Fprintf(v.w, "\033[%dA\033[J", v.lines)
-	}
-	fmt.Fprint(v.w, text)
-	if !v.terminal {
+	if v.terminal {
+		text = fit(text, v.width)
+		if v.lines > 0 {
+			// Up over the previous frame and clear it.
+			fmt.Fprintf(v.w, "\033[%dA\033[J", v.lines)
+		}
+	} else {
 		fmt.Fprintln(v.w)
 	}
+	fmt.Fprint(v.w, text)
 	v.lines = strings.Count(text, "\n")
+}
+
+// line is a frame in one line, for a log.
+func (s summary) line() string {
+	return fmt.Sprintf("%s  pods %d  running %d  exited %d  events/s %s  relist p50 %v p99 %v  health %s",
+		s.elapsed.Round(time.Second), s.pods, s.running, s.exited, eventLine(s.perSecond),
+		s.relistP50.Round(time.Millisecond), s.relistP99.Round(time.Millisecond), s.health)
+}
+
+// fit cuts each line of text to width-1 columns: a line as wide as the
+// terminal already wraps on some terminals. Width 0 leaves text alone.
+func fit(text string, width int) string {
+	if width <= 1 {
+		return text
+	}
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		if r := []rune(line); len(r) > width-1 {
+			line = string(r[:width-2]) + "…"
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// modeLine says in a few words how the generator learns of changes.
+func modeLine(st pleg.Status) string {
+	stamp := func(t time.Time) string { return t.Local().Format("15:04:05") }
+	switch {
+	case st.Mode == pleg.ModeGeneric:
+		return fmt.Sprintf("generic, relist every %v", st.RelistPeriod)
+	case st.Evented:
+		return fmt.Sprintf("evented since %s, safety-net relist every %v", stamp(st.StreamSince), st.RelistPeriod)
+	case st.NoStream:
+		return fmt.Sprintf("relist every %v; the runtime has no event stream", st.RelistPeriod)
+	case st.StreamConnected:
+		return fmt.Sprintf("relist every %v; event stream up %s, not driving yet", st.RelistPeriod, stamp(st.StreamSince))
+	case st.StreamSince.IsZero():
+		return fmt.Sprintf("relist every %v; connecting to the event stream", st.RelistPeriod)
+	default:
+		return fmt.Sprintf("relist every %v; event stream down since %s: %v", st.RelistPeriod, stamp(st.StreamSince), st.StreamError)
+	}
 }
 
 func eventLine(m map[pleg.EventType]int) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/doctor"
 )
 
@@ -27,10 +28,24 @@ func newDoctorCommand(g *global) *cobra.Command {
 		budget      time.Duration
 		sample      int
 		concurrency int
-		server      string
+		server      serverFlags
+		daemon      *client.Client
 		output      string
 		htmlFile    string
 	)
+	options := func() doctor.Options {
+		return doctor.Options{
+			Endpoint:        g.endpoint,
+			Budget:          budget,
+			CallTimeout:     g.timeout,
+			Sample:          sample,
+			Concurrency:     concurrency,
+			RelistPeriod:    g.relistPeriod,
+			RelistThreshold: g.relistThreshold,
+			PlegConcurrency: g.inspectConcurrency,
+			Daemon:          daemon,
+		}
+	}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: `Diagnose why a node's PLEG is, or may become, "not healthy"`,
@@ -63,39 +78,19 @@ Exit status:
   # A large node: 200 pods spread over the node, 4 at a time, within 2 minutes
   pleg doctor --sample 200 --concurrency 4 --budget 2m -o json`,
 		Args: cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			var errs []error
-			errs = append(errs, oneOf("output", output, "text", "json"))
-			if budget <= 0 {
-				errs = append(errs, fmt.Errorf("--budget %v: must be positive", budget))
-			}
-			if sample < 0 {
-				errs = append(errs, fmt.Errorf("--sample %d: must be 0 (every pod) or more", sample))
-			}
-			if concurrency < 1 {
-				errs = append(errs, fmt.Errorf("--concurrency %d: must be at least 1", concurrency))
-			}
-			return errors.Join(errs...)
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			daemon, err = server.client()
+			return errors.Join(err, oneOf("output", output, "text", "json"), notZero(cmd.Flags(), "budget", "concurrency"), options().Validate())
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
+			ctx := cmd.Context()
 			rt, err := g.runtime(doctor.DefaultCallTimeout)
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
-			report, err := doctor.Diagnose(ctx, rt.Client(), doctor.Options{
-				Endpoint:        g.endpoint,
-				Budget:          budget,
-				CallTimeout:     g.timeout,
-				Sample:          sample,
-				Concurrency:     concurrency,
-				RelistPeriod:    g.relistPeriod,
-				RelistThreshold: g.relistThreshold,
-				PlegConcurrency: g.inspectConcurrency,
-				Server:          server,
-			})
+			report, err := doctor.Diagnose(ctx, rt.Client(), options())
 			if err != nil {
 				return err
 			}
@@ -122,7 +117,7 @@ Exit status:
 	f.DurationVar(&budget, "budget", doctor.DefaultBudget, "time the whole diagnosis may take")
 	f.IntVar(&sample, "sample", 0, "inspect this many pods, spread over the node (0: every pod)")
 	f.IntVar(&concurrency, "concurrency", doctor.DefaultConcurrency, "pods inspected at once (1: as the kubelet, each call timed alone)")
-	f.StringVar(&server, "server", "", "URL of a running pleg daemon to read its relist figures from, e.g. http://127.0.0.1:9847")
+	server.register(f, "also read the health and relist figures of the pleg daemon at this address")
 	f.StringVarP(&output, "output", "o", "text", "text or json")
 	f.StringVar(&htmlFile, "html", "", "also write the report as a self-contained HTML page to this file")
 	return cmd

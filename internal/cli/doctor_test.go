@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ func execArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
 	cmd := NewCommand(&out, &errOut)
 	cmd.SetArgs(args)
-	return execute(cmd, &errOut), out.String(), errOut.String()
+	return execute(context.Background(), cmd, &errOut), out.String(), errOut.String()
 }
 
 // The exit status is the verdict's, as pleg doctor --help documents.
@@ -53,7 +54,7 @@ func TestDoctorExitStatus(t *testing.T) {
 
 	// A diagnosis that cannot run is no better than an unhealthy one; other
 	// commands keep exit status 1 for errors.
-	if code, _, errOut := execArgs(t, "doctor", "--budget", "-1s", "-r", nowhere); code != 2 || !strings.Contains(errOut, "--budget") {
+	if code, _, errOut := execArgs(t, "doctor", "--budget", "-1s", "-r", nowhere); code != 2 || !strings.Contains(errOut, "budget -1s must be positive") {
 		t.Errorf("bad flag: exit %d, %q", code, errOut)
 	}
 	if code, _, errOut := execArgs(t, "doctor", "--html", filepath.Join(t.TempDir(), "no", "dir", "x.html"), "-r", nowhere); code != 2 || !strings.Contains(errOut, "--html") {

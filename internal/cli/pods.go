@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,8 +28,7 @@ containers, or the JSON (or YAML) of GET /v1/pods.`,
 			return oneOf("output", output, "table", "json", "yaml")
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
+			ctx := cmd.Context()
 			rt, err := g.runtime(10 * time.Second)
 			if err != nil {
 				return err
@@ -36,6 +37,11 @@ containers, or the JSON (or YAML) of GET /v1/pods.`,
 			cache := podcache.New()
 			opts := g.generatorOptions()
 			opts.Cache = cache
+			if g.verbosity < 4 {
+				// The relist's failure is the command's error, printed
+				// once at the end; the generator would log it too.
+				opts.Logger = slog.New(withoutErrors{opts.Logger.Handler()})
+			}
 			gen, err := pleg.New(rt, opts)
 			if err != nil {
 				return err
@@ -49,4 +55,19 @@ containers, or the JSON (or YAML) of GET /v1/pods.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
 	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "show whole IDs")
 	return cmd
+}
+
+// withoutErrors drops a logger's error records.
+type withoutErrors struct{ slog.Handler }
+
+func (h withoutErrors) Enabled(ctx context.Context, level slog.Level) bool {
+	return level < slog.LevelError && h.Handler.Enabled(ctx, level)
+}
+
+func (h withoutErrors) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return withoutErrors{h.Handler.WithAttrs(attrs)}
+}
+
+func (h withoutErrors) WithGroup(name string) slog.Handler {
+	return withoutErrors{h.Handler.WithGroup(name)}
 }

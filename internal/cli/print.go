@@ -42,7 +42,12 @@ func (p *eventPrinter) print(ev api.Event) error {
 	}
 	t := ev.Time.In(p.loc).Format("15:04:05.000")
 	if ev.Type == api.TypeGap {
-		_, err := fmt.Fprintf(p.w, eventRow, t, ev.Type, "-", fmt.Sprintf("missed events %d..%d: re-read the pods", ev.From, ev.To))
+		missed := fmt.Sprintf("missed events %d..%d: re-read the pods", ev.From, ev.To)
+		if ev.To == 0 {
+			// The daemon could not tell how many: it refused to resume.
+			missed = fmt.Sprintf("missed events from %d on: re-read the pods", ev.From)
+		}
+		_, err := fmt.Fprintf(p.w, eventRow, t, ev.Type, "-", missed)
 		return err
 	}
 	_, err := fmt.Fprintf(p.w, eventRow, t, ev.Type, ev.PodNamespace+"/"+ev.PodName, containerColumn(ev))

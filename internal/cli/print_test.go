@@ -49,6 +49,8 @@ func testEvents() []api.Event {
 		{Seq: 1003, Time: t0.Add(3 * time.Second), Type: "ContainerDied", PodUID: "u2", PodName: "db-0", PodNamespace: "data", ContainerID: "c0ffee", ContainerName: "postgres"},
 		{Seq: 1004, Time: t0.Add(4 * time.Second), Type: "PodSync", PodUID: "u2", PodName: "db-0", PodNamespace: "data"},
 		{Seq: 1010, Time: t0.Add(5 * time.Second), Type: api.TypeGap, From: 1005, To: 1010},
+		// The client's own, when the daemon refused to resume.
+		{Time: t0.Add(6 * time.Second), Type: api.TypeGap, From: 1011},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/runtime/cri"
@@ -57,7 +58,7 @@ events, keeps a pod status cache and reports its health.`,
 	root.SetErr(stderr)
 	f := root.PersistentFlags()
 	f.StringVarP(&g.endpoint, "runtime-endpoint", "r", cri.DefaultEndpoint, "CRI runtime endpoint, unix:///path (env CONTAINER_RUNTIME_ENDPOINT)")
-	f.DurationVarP(&g.timeout, "timeout", "t", 0, "deadline of each runtime call (default 2m for run and watch, 10s otherwise)")
+	f.DurationVarP(&g.timeout, "timeout", "t", 0, "deadline of each runtime call (default 2m for run, watch and demo; 10s for the others)")
 	f.StringVar(&g.mode, "mode", string(pleg.ModeAuto), "auto (the runtime's event stream where it has one), generic (relisting alone) or evented")
 	f.DurationVar(&g.relistPeriod, "relist-period", pleg.DefaultRelistPeriod, "pause between global relists")
 	f.DurationVar(&g.relistThreshold, "relist-threshold", pleg.DefaultRelistThreshold, "unhealthy after this long without a successful relist")
@@ -81,22 +82,31 @@ events, keeps a pod status cache and reports its health.`,
 }
 
 // Execute runs the pleg command with the process's arguments and returns
-// the exit code.
+// the exit code. SIGINT and SIGTERM end the command's context.
 func Execute() int {
-	return execute(NewCommand(os.Stdout, os.Stderr), os.Stderr)
+	ctx, stop := withSignals(context.Background())
+	defer stop()
+	return execute(ctx, NewCommand(os.Stdout, os.Stderr), os.Stderr)
 }
 
-// execute runs cmd and returns the exit code: a command's own exit status,
-// or 1 for an error, which is printed; doctor's errors are 2, as its exit
-// status says.
-func execute(cmd *cobra.Command, stderr io.Writer) int {
-	c, err := cmd.ExecuteC()
+// execute runs cmd and returns the exit code: a command's own exit status;
+// 128 plus the signal's number, quietly, for a command that a signal cut
+// short, as a shell reports it; or 1 for an error, which is printed;
+// doctor's errors are 2, as its exit status says.
+func execute(ctx context.Context, cmd *cobra.Command, stderr io.Writer) int {
+	c, err := cmd.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
 	}
 	var status exitStatus
 	if errors.As(err, &status) {
 		return int(status)
+	}
+	var sig interrupted
+	if errors.As(context.Cause(ctx), &sig) {
+		if n, ok := sig.signal.(syscall.Signal); ok {
+			return 128 + int(n)
+		}
 	}
 	fmt.Fprintln(stderr, "pleg:", err)
 	if c != nil && c.Name() == "doctor" {
@@ -112,14 +122,14 @@ func (g *global) prepare(cmd *cobra.Command) error {
 	// Precedence: command line, then environment, then config file.
 	fromCommandLine := cmd.Flags().Changed("runtime-endpoint")
 	if g.configFile != "" {
-		if err := applyConfig(cmd.Flags(), g.configFile); err != nil {
+		if err := applyConfig(cmd, g.configFile); err != nil {
 			return err
 		}
 	}
 	if ep := os.Getenv("CONTAINER_RUNTIME_ENDPOINT"); ep != "" && !fromCommandLine {
 		g.endpoint = ep
 	}
-	if err := g.validate(); err != nil {
+	if err := g.validate(cmd.Flags()); err != nil {
 		return err
 	}
 	level := slog.LevelInfo
@@ -135,37 +145,36 @@ func (g *global) prepare(cmd *cobra.Command) error {
 	return nil
 }
 
-func (g *global) validate() error {
+// validate checks the flags that are the command line's own, and the
+// generator's options through their own Validate.
+func (g *global) validate(fs *pflag.FlagSet) error {
 	var errs []error
 	if _, err := cri.Target(g.endpoint); err != nil {
 		errs = append(errs, fmt.Errorf("--runtime-endpoint: %w", err))
 	}
-	if g.timeout < 0 {
-		errs = append(errs, fmt.Errorf("--timeout %v: must be positive", g.timeout))
+	if fs.Changed("timeout") && g.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout %v: must be positive (leave it out for the command's default)", g.timeout))
 	}
-	if !slices.Contains([]string{string(pleg.ModeAuto), string(pleg.ModeGeneric), string(pleg.ModeEvented)}, g.mode) {
-		errs = append(errs, fmt.Errorf("--mode %q: want generic, evented or auto", g.mode))
-	}
-	if g.relistPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("--relist-period %v: must be positive", g.relistPeriod))
-	}
-	if g.relistThreshold <= g.relistPeriod {
-		errs = append(errs, fmt.Errorf("--relist-threshold %v: must be greater than --relist-period %v", g.relistThreshold, g.relistPeriod))
-	}
-	if g.eventedPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("--evented-relist-period %v: must be positive", g.eventedPeriod))
-	}
-	if g.eventedThreshold <= g.eventedPeriod {
-		errs = append(errs, fmt.Errorf("--evented-relist-threshold %v: must be greater than --evented-relist-period %v", g.eventedThreshold, g.eventedPeriod))
-	}
-	if g.inspectConcurrency < 1 {
-		errs = append(errs, fmt.Errorf("--inspect-concurrency %d: must be at least 1", g.inspectConcurrency))
-	}
-	if !slices.Contains([]string{"text", "json"}, g.logFormat) {
-		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", g.logFormat))
-	}
+	errs = append(errs, notZero(fs, "relist-period", "relist-threshold", "evented-relist-period", "evented-relist-threshold", "inspect-concurrency"))
+	errs = append(errs, oneOf("log-format", g.logFormat, "text", "json"))
 	if g.verbosity < 0 {
 		errs = append(errs, fmt.Errorf("-v %d: must be 0 or more", g.verbosity))
+	}
+	errs = append(errs, g.generatorOptions().Validate())
+	return errors.Join(errs...)
+}
+
+// notZero refuses 0 for flags whose options read 0 as "the default": on
+// the command line the default is what the flag shows, and 0 is not a way
+// to ask for it. Other values are the options' to judge.
+func notZero(fs *pflag.FlagSet, names ...string) error {
+	var errs []error
+	for _, name := range names {
+		if f := fs.Lookup(name); f != nil {
+			if v := f.Value.String(); v == "0" || v == "0s" {
+				errs = append(errs, fmt.Errorf("--%s %s: must be positive", name, v))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -197,9 +206,37 @@ func (g *global) generatorOptions() pleg.Options {
 	}
 }
 
-// signalContext is ctx ended by SIGINT or SIGTERM.
+// signalContext is ctx ended by SIGINT or SIGTERM. Execute already ends
+// every command's context so; this is for a command that must also stop
+// when run from NewCommand alone.
 func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// interrupted is the cause of a context that a signal ended.
+type interrupted struct{ signal os.Signal }
+
+func (i interrupted) Error() string { return i.signal.String() + " received" }
+
+// withSignals is parent ended by the first SIGINT or SIGTERM, with that
+// signal as its cause. A second signal is not caught: it kills the
+// process, so that a command slow to stop can still be stopped.
+func withSignals(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			cancel(interrupted{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+	}
 }
 
 // oneOf checks a flag value against its choices.

@@ -40,18 +40,10 @@ func (s *simFlags) register(f *pflag.FlagSet, prefix string) {
 	f.BoolVar(&s.gc, prefix+"gc", true, "collect exited containers as the kubelet does; false lets them pile up")
 }
 
-// options parses the flags into the simulator's options.
+// options parses the flags into the simulator's options, and checks them
+// with the options' own Validate.
 func (s *simFlags) options(socket string) (sim.Options, error) {
 	var errs []error
-	if s.pods < 0 {
-		errs = append(errs, fmt.Errorf("pods %d: must be 0 or more", s.pods))
-	}
-	if s.containers < 0 {
-		errs = append(errs, fmt.Errorf("containers %d: must be 0 or more", s.containers))
-	}
-	if s.exited < 0 {
-		errs = append(errs, fmt.Errorf("exited %d: must be 0 or more", s.exited))
-	}
 	churn, err := sim.ParseChurn(s.churn)
 	errs = append(errs, err)
 	latency, err := sim.LatencyPreset(s.latency)
@@ -60,10 +52,14 @@ func (s *simFlags) options(socket string) (sim.Options, error) {
 	errs = append(errs, err)
 	faults, err := sim.ParseFaults(s.faults)
 	errs = append(errs, err)
-	return sim.Options{
+	opts := sim.Options{
 		Socket: socket, Pods: s.pods, Containers: s.containers, Exited: s.exited, Churn: churn, Latency: latency,
 		Seed: s.seed, Events: events, Faults: faults, GC: s.gc,
-	}, errors.Join(errs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return opts, err
+	}
+	return opts, opts.Validate()
 }
 
 func (s *simFlags) validate() error {
@@ -94,7 +90,10 @@ func (g *global) watchedRuntime(ctx context.Context, simulate bool, s simFlags, 
 	opts.Logger = g.log
 	sm, err := sim.New(opts)
 	if err == nil {
-		err = sm.Start(ctx)
+		// Not ended with ctx: the daemon stops first, and cleanup then
+		// stops the runtime it watched. Stopping both at once fails the
+		// relist in flight, which logs errors at every clean stop.
+		err = sm.Start(context.WithoutCancel(ctx))
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -140,8 +139,7 @@ the same sequence of changes.
 			return flags.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
+			ctx := cmd.Context()
 			opts, err := flags.options(socket)
 			if err != nil {
 				return err

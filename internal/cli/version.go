@@ -29,10 +29,17 @@ func newVersionCommand(g *global) *cobra.Command {
 			defer cancel()
 			v, err := rt.Version(ctx)
 			if err != nil {
-				fmt.Fprintf(g.stdout, "runtime: unreachable at %s: %v\n", g.endpoint, err)
-				return nil
+				return fmt.Errorf("runtime unreachable at %s: %w", g.endpoint, err)
 			}
 			fmt.Fprintf(g.stdout, "runtime: %s %s (CRI %s) at %s\n", v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion(), g.endpoint)
+			// What it can do, where runtimes and versions differ.
+			caps, err := rt.Detect(ctx)
+			if err != nil {
+				return fmt.Errorf("runtime unreachable at %s: %w", g.endpoint, err)
+			}
+			for _, l := range caps.Lines() {
+				fmt.Fprintf(g.stdout, "  %s\n", l)
+			}
 			return nil
 		},
 	}

@@ -1,29 +1,26 @@
 package cli
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/api/client"
 )
 
 func newWatchCommand(g *global) *cobra.Command {
 	var (
-		server string
-		filter api.Filter
-		output string
+		server   serverFlags
+		filter   api.Filter
+		output   string
+		wait     time.Duration
+		sinceNow bool
+		daemon   *client.Client
 	)
 	cmd := &cobra.Command{
 		Use:   "watch",
@@ -31,48 +28,73 @@ func newWatchCommand(g *global) *cobra.Command {
 		Long: `Watch prints pod lifecycle events as a table (TIME TYPE NAMESPACE/POD
 CONTAINER), or with -o json the objects of GET /v1/events, one a line.
 
-Without --server it runs a generator itself against --runtime-endpoint; with
---server it follows a pleg daemon (http://host:port or unix:///path),
-resuming after the last event it printed if the connection drops.`,
+Without --server it runs a generator itself against --runtime-endpoint: its
+first relist finds every container already there and prints it as
+ContainerStarted, unless --since-now. With --server it follows a pleg daemon
+from now on, resuming after the last event it printed if the connection
+drops; when the daemon cannot resume there it prints a Gap.
+
+A runtime or a daemon that does not answer is waited for: said once, and
+given up after --wait (by default never).`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
-			return errors.Join(oneOf("output", output, "table", "json"), filter.Validate())
+			var errs []error
+			errs = append(errs, oneOf("output", output, "table", "json"), filter.Validate())
+			if wait < 0 {
+				errs = append(errs, fmt.Errorf("--wait %v: must be 0 (keep waiting) or more", wait))
+			}
+			var err error
+			daemon, err = server.client()
+			return errors.Join(append(errs, err)...)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
+			ctx := cmd.Context()
 			p := &eventPrinter{w: g.stdout, json: output == "json", loc: time.Local}
 			var err error
-			if server != "" {
-				err = follow(ctx, server, filter, p, g)
+			if daemon != nil {
+				err = g.follow(ctx, daemon, filter, wait, p)
 			} else {
-				err = g.watchInProcess(ctx, filter, p)
+				err = g.watchInProcess(ctx, filter, wait, sinceNow, p)
 			}
 			if ctx.Err() != nil {
-				return nil // Ctrl-C
+				return nil // Ctrl-C: the way to stop watching
 			}
 			return err
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&server, "server", "", "follow a pleg daemon at this URL instead of watching the runtime")
+	server.register(f, "follow the pleg daemon at this address instead of watching the runtime")
 	f.StringArrayVar(&filter.Pods, "pod", nil, "only events of this pod (UID or name); repeatable")
 	f.StringArrayVar(&filter.Namespaces, "namespace", nil, "only events of pods in this namespace; repeatable")
 	f.StringArrayVar(&filter.Types, "type", nil, "only events of this type; repeatable")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
+	f.DurationVar(&wait, "wait", 0, "give up when the runtime or the daemon has not answered for this long (0: keep waiting)")
+	f.BoolVar(&sinceNow, "since-now", false, "without --server: print only changes after the first relist, not every container already there")
 	return cmd
 }
 
 // watchInProcess runs a generator and prints what it delivers.
-func (g *global) watchInProcess(ctx context.Context, filter api.Filter, p *eventPrinter) error {
+func (g *global) watchInProcess(ctx context.Context, filter api.Filter, wait time.Duration, sinceNow bool, p *eventPrinter) error {
 	rt, err := g.runtime(2 * time.Minute)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	if err := g.waitForRuntime(ctx, rt, wait); err != nil {
+		return err
+	}
 	gen, err := pleg.New(rt, g.generatorOptions())
 	if err != nil {
 		return err
+	}
+	if sinceNow {
+		// What the first relist finds is the state now, not a change:
+		// relist before anyone subscribes, and only changes after it are
+		// delivered. A change between this relist and the generator's
+		// first is seen by the latter.
+		if err := gen.Relist(ctx); err != nil {
+			return err
+		}
 	}
 	sub := gen.Subscribe()
 	defer sub.Close()
@@ -93,104 +115,22 @@ func (g *global) watchInProcess(ctx context.Context, filter api.Filter, p *event
 	}
 }
 
-// follow prints the events of the daemon at server, reconnecting after the
-// last event printed until ctx ends.
-func follow(ctx context.Context, server string, filter api.Filter, p *eventPrinter, g *global) error {
-	client, base, err := httpClient(server)
-	if err != nil {
-		return err
-	}
-	var last uint64
-	backoff := 100 * time.Millisecond
-	for {
-		n, err := followOnce(ctx, client, base, filter, last, p)
-		if n > last {
-			last, backoff = n, 100*time.Millisecond
-		}
-		var fatal *httpError
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.As(err, &fatal) && fatal.code/100 == 4:
-			return err
-		}
-		g.log.Warn("Event stream ended; reconnecting", "server", server, "err", err, "after", last)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+// follow prints the events of a daemon, from now on, until ctx ends.
+func (g *global) follow(ctx context.Context, c *client.Client, filter api.Filter, wait time.Duration, p *eventPrinter) error {
+	return c.Follow(ctx, client.FollowOptions{
+		EventsRequest: client.EventsRequest{Filter: filter},
+		Wait:          wait,
+		Waiting: func(err error) {
+			g.log.Warn("Waiting for the pleg daemon", "server", c.String(), "err", err, "giveUpAfter", waitWord(wait))
+		},
+		Connected: func() { g.log.Info("Following the pleg daemon", "server", c.String()) },
+	}, p.print)
 }
 
-type httpError struct {
-	code int
-	msg  string
-}
-
-func (e *httpError) Error() string { return fmt.Sprintf("server answered %d: %s", e.code, e.msg) }
-
-// followOnce reads one stream, starting after since (0: from now), and
-// returns the sequence number of the last event it read.
-func followOnce(ctx context.Context, client *http.Client, base string, filter api.Filter, since uint64, p *eventPrinter) (uint64, error) {
-	q := filter.Query()
-	if since > 0 {
-		q.Set("since", strconv.FormatUint(since, 10))
+// waitWord says how long a wait lasts, for a log line.
+func waitWord(wait time.Duration) string {
+	if wait == 0 {
+		return "never"
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/events?"+q.Encode(), nil)
-	if err != nil {
-		return since, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return since, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		var e api.Error
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return since, &httpError{resp.StatusCode, e.Error}
-		}
-		return since, &httpError{resp.StatusCode, strings.TrimSpace(string(body))}
-	}
-	r := bufio.NewReader(resp.Body)
-	last := since
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			return last, err
-		}
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue // keep-alive
-		}
-		var ev api.Event
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return last, fmt.Errorf("bad event line %q: %w", line, err)
-		}
-		last = ev.Seq
-		if err := p.print(ev); err != nil {
-			return last, err
-		}
-	}
-}
-
-// httpClient returns a client and base URL for a server given as
-// http(s)://host:port or unix:///path.
-func httpClient(server string) (*http.Client, string, error) {
-	if path, ok := strings.CutPrefix(server, "unix://"); ok {
-		if !strings.HasPrefix(path, "/") {
-			return nil, "", fmt.Errorf("--server %q: want unix:///absolute/path", server)
-		}
-		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		}}
-		return &http.Client{Transport: tr}, "http://pleg", nil
-	}
-	if !strings.HasPrefix(server, "http://") && !strings.HasPrefix(server, "https://") {
-		server = "http://" + server
-	}
-	return &http.Client{}, strings.TrimSuffix(server, "/"), nil
+	return wait.String()
 }

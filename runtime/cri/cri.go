@@ -18,9 +18,15 @@
 //   - messages up to MaxRecvMsgSize (64 MiB) are accepted, and lists use the
 //     StreamPodSandboxes and StreamContainers RPCs where the runtime offers
 //     them, falling back for good to the unary lists once it answers
-//     Unimplemented;
+//     Unimplemented; a list answer, streamed or not, is refused past
+//     MaxListItems items, and a streamed one past MaxListBytes in all, so
+//     that a runtime gone wrong cannot exhaust our memory;
 //   - list items are decoded lean, keeping only what relisting reads (see
-//     Options.FullLists).
+//     Options.FullLists);
+//   - every call goes out as content-type application/grpc, the only one
+//     CRI-O's socket admits;
+//   - it learns from its calls what the runtime can do, and the size of
+//     its lists (Capabilities, ListSizes, Detect).
 package cri
 
 import (
@@ -51,6 +57,13 @@ const (
 	DefaultRequestTimeout = 2 * time.Minute
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultMaxRecvMsgSize = 64 << 20
+	// DefaultMaxListBytes bounds a streamed list's answer in all: four
+	// unary answers' worth.
+	DefaultMaxListBytes = 4 * DefaultMaxRecvMsgSize
+	// DefaultMaxListItems bounds a list's items: some 30 times the
+	// containers of the largest nodes seen, and at most about 200 MB of
+	// decoded items.
+	DefaultMaxListItems = 1 << 20
 )
 
 // Options configure a Runtime.
@@ -64,6 +77,15 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// MaxRecvMsgSize is the largest message accepted; default 64 MiB.
 	MaxRecvMsgSize int
+	// MaxListBytes bounds the answer of a streamed list, all its messages
+	// together; default DefaultMaxListBytes. Past it the list fails with
+	// ResourceExhausted.
+	MaxListBytes int
+	// MaxListItems bounds the items of a list's answer, streamed or not;
+	// default DefaultMaxListItems. It is checked before items are
+	// decoded: a message of empty items costs 2 bytes on the wire and a
+	// hundred times that decoded.
+	MaxListItems int
 	// DisableStreaming makes lists use the unary RPCs only.
 	DisableStreaming bool
 	// FullLists decodes list items whole. By default they are decoded
@@ -82,12 +104,13 @@ type Runtime struct {
 	client runtimeapi.RuntimeServiceClient
 	opts   Options
 	log    *slog.Logger
-	// listOpts are the call options of the list RPCs, statusOpts those of
-	// the status RPCs.
-	listOpts, statusOpts []grpc.CallOption
+	// statusOpts are the call options of the status RPCs; lists get a
+	// codec of their own per call (see listCodec).
+	statusOpts []grpc.CallOption
 	// Set once the runtime answered Unimplemented to a streaming list.
 	noSandboxStream   atomic.Bool
 	noContainerStream atomic.Bool
+	obs               *observer
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -107,6 +130,12 @@ func New(opts Options) (*Runtime, error) {
 	if opts.MaxRecvMsgSize == 0 {
 		opts.MaxRecvMsgSize = DefaultMaxRecvMsgSize
 	}
+	if opts.MaxListBytes == 0 {
+		opts.MaxListBytes = DefaultMaxListBytes
+	}
+	if opts.MaxListItems == 0 {
+		opts.MaxListItems = DefaultMaxListItems
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -117,6 +146,10 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("cri: connect timeout %v must be positive", opts.ConnectTimeout)
 	case opts.MaxRecvMsgSize < 0:
 		return nil, fmt.Errorf("cri: receive limit %d must be positive", opts.MaxRecvMsgSize)
+	case opts.MaxListBytes < 0:
+		return nil, fmt.Errorf("cri: list limit %d bytes must be positive", opts.MaxListBytes)
+	case opts.MaxListItems < 0:
+		return nil, fmt.Errorf("cri: list limit %d items must be positive", opts.MaxListItems)
 	}
 	target, err := Target(opts.Endpoint)
 	if err != nil {
@@ -141,11 +174,9 @@ func New(opts Options) (*Runtime, error) {
 		client: runtimeapi.NewRuntimeServiceClient(conn),
 		opts:   opts,
 		log:    opts.Logger,
+		obs:    newObserver(opts.MaxRecvMsgSize, !opts.DisableStreaming),
 	}
 	r.statusOpts = []grpc.CallOption{grpc.ForceCodecV2(newLeanCodec())}
-	if !opts.FullLists {
-		r.listOpts = r.statusOpts
-	}
 	return r, nil
 }
 
@@ -187,7 +218,11 @@ func (r *Runtime) call(ctx context.Context) (context.Context, context.CancelFunc
 func (r *Runtime) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	return r.client.Version(ctx, &runtimeapi.VersionRequest{})
+	v, err := r.client.Version(ctx, &runtimeapi.VersionRequest{})
+	if err == nil {
+		r.obs.version(v)
+	}
+	return v, err
 }
 
 // Status returns the runtime's conditions.
@@ -201,37 +236,70 @@ func (r *Runtime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusR
 func (r *Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
+	n := r.newCounter()
 	if !r.opts.DisableStreaming && !r.noSandboxStream.Load() {
-		stream, err := r.client.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{Filter: filter}, r.listOpts...)
-		items, err := DrainList(stream, err, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes)
+		stream, err := r.client.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{Filter: filter}, r.listCodec(n))
+		items, err := drainList(stream, err, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes, n)
+		r.obs.streamedList("StreamPodSandboxes", err)
 		if !r.unimplemented(err, &r.noSandboxStream, "StreamPodSandboxes") {
-			return items, err
+			r.listed(filter == nil, true, len(items), n, err)
+			return items, r.listError(err, "StreamPodSandboxes", n)
 		}
+		n = r.newCounter()
 	}
-	resp, err := r.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter}, r.listOpts...)
-	return resp.GetItems(), err
+	resp, err := r.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter}, r.listCodec(n))
+	r.listed(filter == nil, true, len(resp.GetItems()), n, err)
+	return resp.GetItems(), r.listError(err, "ListPodSandbox", n)
 }
 
 // ListContainers implements runtime.Runtime.
 func (r *Runtime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
+	n := r.newCounter()
 	if !r.opts.DisableStreaming && !r.noContainerStream.Load() {
-		stream, err := r.client.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: filter}, r.listOpts...)
-		items, err := DrainList(stream, err, (*runtimeapi.StreamContainersResponse).GetContainers)
+		stream, err := r.client.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: filter}, r.listCodec(n))
+		items, err := drainList(stream, err, (*runtimeapi.StreamContainersResponse).GetContainers, n)
+		r.obs.streamedList("StreamContainers", err)
 		if !r.unimplemented(err, &r.noContainerStream, "StreamContainers") {
-			return items, err
+			r.listed(filter == nil, false, len(items), n, err)
+			return items, r.listError(err, "StreamContainers", n)
 		}
+		n = r.newCounter()
 	}
-	resp, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter}, r.listOpts...)
-	return resp.GetContainers(), err
+	resp, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter}, r.listCodec(n))
+	r.listed(filter == nil, false, len(resp.GetContainers()), n, err)
+	return resp.GetContainers(), r.listError(err, "ListContainers", n)
+}
+
+// listed records the size of a whole-node list's answer.
+func (r *Runtime) listed(whole, sandboxes bool, items int, n *counter, err error) {
+	if whole && err == nil {
+		r.obs.list(sandboxes, items, n, n.messages > 1 || n.streamed)
+	}
+}
+
+// listError turns the error of a list whose answer n refused into that
+// refusal, clearer than gRPC's wrapping of it, and logs it as a warning:
+// raising the limits is the operator's decision. The instrumented runtime
+// counts it as the list operation's error.
+func (r *Runtime) listError(err error, rpc string, n *counter) error {
+	if err != nil && n.refused != nil {
+		r.log.Warn("Runtime's list answer refused for its size", "rpc", rpc, "err", n.refused, "endpoint", r.opts.Endpoint)
+		return n.refused
+	}
+	return err
 }
 
 // PodSandboxStatus implements runtime.Runtime.
 func (r *Runtime) PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	return r.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: verbose}, r.statusOpts...)
+	resp, err := r.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: verbose}, r.statusOpts...)
+	if err == nil {
+		r.obs.sandboxStatus(resp)
+	}
+	return resp, err
 }
 
 // ContainerStatus implements runtime.Runtime.
@@ -253,12 +321,16 @@ func (r *Runtime) unimplemented(err error, flag *atomic.Bool, rpc string) bool {
 	return true
 }
 
-// DrainList reads a streamed list (StreamPodSandboxes, StreamContainers)
+// drainList reads a streamed list (StreamPodSandboxes, StreamContainers)
 // to its end, gathering the items of every message; err is the error of
-// opening the stream, returned as it is.
-func DrainList[M, T any](stream grpc.ServerStreamingClient[M], err error, items func(*M) []T) ([]T, error) {
+// opening the stream, returned as it is. n, if not nil, is the counter
+// of the call's codec, which refuses an answer past its limits.
+func drainList[M, T any](stream grpc.ServerStreamingClient[M], err error, items func(*M) []T, n *counter) ([]T, error) {
 	if err != nil {
 		return nil, err
+	}
+	if n != nil {
+		n.streamed = true
 	}
 	var out []T
 	for {
@@ -274,9 +346,45 @@ func DrainList[M, T any](stream grpc.ServerStreamingClient[M], err error, items 
 }
 
 // GetContainerEvents implements runtime.EventSource: it opens CRI's
-// container event stream, with no deadline but ctx's.
+// container event stream, with no deadline but ctx's. What the stream
+// shows of the runtime (whether it has one, what its events carry) is
+// recorded in Capabilities.
 func (r *Runtime) GetContainerEvents(ctx context.Context) (runtime.EventStream, error) {
-	return r.client.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{}, r.statusOpts...)
+	stream, err := r.client.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{}, r.statusOpts...)
+	if err != nil {
+		r.obs.streamEnded(err, false)
+		return nil, err
+	}
+	s := &observedStream{stream: stream, obs: r.obs, opened: time.Now()}
+	// A stream that stays open without an event is one all the same.
+	s.held = time.AfterFunc(streamHeld, func() {
+		if !s.ended.Load() {
+			s.obs.streamEnded(io.EOF, true)
+		}
+	})
+	return s, nil
+}
+
+// observedStream is an event stream whose events and end the adapter
+// learns from.
+type observedStream struct {
+	stream runtimeapi.RuntimeService_GetContainerEventsClient
+	obs    *observer
+	opened time.Time
+	held   *time.Timer
+	ended  atomic.Bool
+}
+
+func (s *observedStream) Recv() (*runtimeapi.ContainerEventResponse, error) {
+	ev, err := s.stream.Recv()
+	if err != nil {
+		s.ended.Store(true)
+		s.held.Stop()
+		s.obs.streamEnded(err, time.Since(s.opened) >= streamHeld)
+		return nil, err
+	}
+	s.obs.event(ev)
+	return ev, nil
 }
 
 var _ runtime.EventSource = (*Runtime)(nil)

@@ -33,10 +33,20 @@ type server struct {
 	hang        bool
 	streamCalls atomic.Int32
 	listCalls   atomic.Int32
+	// events are sent to each caller of GetContainerEvents, which then
+	// ends the stream, or with holdEvents keeps it open.
+	events     []*runtimeapi.ContainerEventResponse
+	holdEvents bool
+	// sandboxStatus, if set, changes each PodSandboxStatus answer.
+	sandboxStatus func(*runtimeapi.PodSandboxStatusResponse)
 }
 
 func (s *server) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: "1", RuntimeApiVersion: "v1"}, nil
+}
+
+func (s *server) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{}}, nil
 }
 
 func (s *server) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
@@ -90,7 +100,11 @@ func (s *server) StreamContainers(req *runtimeapi.StreamContainersRequest, strea
 }
 
 func (s *server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	return s.rt.PodSandboxStatus(ctx, req.GetPodSandboxId(), req.GetVerbose())
+	resp, err := s.rt.PodSandboxStatus(ctx, req.GetPodSandboxId(), req.GetVerbose())
+	if err == nil && s.sandboxStatus != nil {
+		s.sandboxStatus(resp)
+	}
+	return resp, err
 }
 
 func (s *server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
@@ -101,15 +115,27 @@ func (s *server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	return s.rt.ContainerStatus(ctx, req.GetContainerId(), req.GetVerbose())
 }
 
+func (s *server) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
+	for _, ev := range s.events {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	if s.holdEvents {
+		<-stream.Context().Done()
+	}
+	return nil
+}
+
 // serve serves srv on the unix socket path until the returned stop is
 // called (or the test ends).
-func serve(t *testing.T, path string, srv *server) (stop func()) {
+func serve(t *testing.T, path string, srv *server, opts ...grpc.ServerOption) (stop func()) {
 	t.Helper()
 	lis, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	runtimeapi.RegisterRuntimeServiceServer(g, srv)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)

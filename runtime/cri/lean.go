@@ -7,9 +7,12 @@ import (
 	"unicode/utf8"
 	"unique"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -36,7 +39,20 @@ import (
 // statuses.
 type leanCodec struct{ encoding.CodecV2 }
 
-func newLeanCodec() leanCodec { return leanCodec{encoding.GetCodecV2(protocodec.Name)} }
+func newLeanCodec() leanCodec { return leanCodec{protoCodec()} }
+
+func protoCodec() encoding.CodecV2 { return encoding.GetCodecV2(protocodec.Name) }
+
+// Name implements encoding.CodecV2. It is empty on purpose. grpc-go makes
+// a forced codec's name the call's content-subtype, so a codec named
+// "proto" sends content-type application/grpc+proto. CRI-O serves gRPC and
+// HTTP on one socket through cmux, which takes a connection for gRPC only
+// when its content-type is exactly application/grpc, and drops the others:
+// every list and status call would fail with Unavailable. With no name,
+// the header is the plain application/grpc that every CRI server accepts,
+// and the server decodes with its default codec, proto, which is what this
+// codec sends.
+func (leanCodec) Name() string { return "" }
 
 // Unmarshal implements encoding.CodecV2.
 func (c leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -71,6 +87,93 @@ func (c leanCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
+// countItems counts the items of a list answer, field 1 in every one,
+// without decoding them.
+func countItems(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return 0, protowire.ParseError(l)
+		}
+		b = b[l:]
+		l = protowire.ConsumeFieldValue(num, typ, b)
+		if l < 0 {
+			return 0, protowire.ParseError(l)
+		}
+		if num == 1 && typ == protowire.BytesType {
+			n++
+		}
+		b = b[l:]
+	}
+	return n, nil
+}
+
+// countingCodec decodes the answer of one list call with codec, counting
+// its messages, bytes and items into n, and refusing it past n's limits
+// before decoding more.
+type countingCodec struct {
+	codec encoding.CodecV2
+	n     *counter
+}
+
+// Name implements encoding.CodecV2; empty, as leanCodec's.
+func (countingCodec) Name() string { return "" }
+
+func (c countingCodec) Marshal(v any) (mem.BufferSlice, error) { return c.codec.Marshal(v) }
+
+func (c countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	if err := c.n.count(buf.ReadOnlyData()); err != nil {
+		return err
+	}
+	return c.codec.Unmarshal(mem.BufferSlice{buf}, v)
+}
+
+// counter is what the answer of one list call brought so far, against
+// the limits on it.
+type counter struct {
+	maxBytes, maxItems              int
+	total, largest, messages, items int
+	streamed                        bool
+	// refused is the error that refused the answer, if one did.
+	refused error
+}
+
+func (r *Runtime) newCounter() *counter {
+	return &counter{maxBytes: r.opts.MaxListBytes, maxItems: r.opts.MaxListItems}
+}
+
+// listCodec is the codec of a list call counting into n: lean, or whole
+// with Options.FullLists.
+func (r *Runtime) listCodec(n *counter) grpc.CallOption {
+	codec := encoding.CodecV2(newLeanCodec())
+	if r.opts.FullLists {
+		codec = protoCodec()
+	}
+	return grpc.ForceCodecV2(countingCodec{codec: codec, n: n})
+}
+
+// count adds a message of a list's answer, or refuses it.
+func (n *counter) count(b []byte) error {
+	n.messages++
+	n.total += len(b)
+	n.largest = max(n.largest, len(b))
+	items, err := countItems(b)
+	if err != nil {
+		return fmt.Errorf("cri: decoding a list answer: %w", err)
+	}
+	n.items += items
+	switch {
+	case n.total > n.maxBytes:
+		n.refused = status.Errorf(codes.ResourceExhausted, "cri: the list answer passed %d bytes (MaxListBytes) after %d messages and %d items", n.maxBytes, n.messages, n.items)
+	case n.items > n.maxItems:
+		n.refused = status.Errorf(codes.ResourceExhausted, "cri: the list answer passed %d items (MaxListItems), with %d bytes in %d messages", n.maxItems, n.total, n.messages)
+	}
+	return n.refused
+}
+
 // decodeList decodes the items of a list answer, field 1 in every one.
 func decodeList[T any](data mem.BufferSlice, decode func([]byte, *T) error) ([]*T, error) {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
@@ -78,21 +181,9 @@ func decodeList[T any](data mem.BufferSlice, decode func([]byte, *T) error) ([]*
 	b := buf.ReadOnlyData()
 
 	// Count first, so the items live in one allocation.
-	n := 0
-	for rest := b; len(rest) > 0; {
-		num, typ, l := protowire.ConsumeTag(rest)
-		if l < 0 {
-			return nil, protowire.ParseError(l)
-		}
-		rest = rest[l:]
-		l = protowire.ConsumeFieldValue(num, typ, rest)
-		if l < 0 {
-			return nil, protowire.ParseError(l)
-		}
-		if num == 1 && typ == protowire.BytesType {
-			n++
-		}
-		rest = rest[l:]
+	n, err := countItems(b)
+	if err != nil {
+		return nil, err
 	}
 	items := make([]T, n)
 	out := make([]*T, 0, n)
@@ -166,7 +257,11 @@ func decodeContainer(b []byte, c *runtimeapi.Container) error {
 		case num == 2 && typ == protowire.BytesType:
 			c.PodSandboxId, err = str(v)
 		case num == 3 && typ == protowire.BytesType:
-			c.Metadata = &runtimeapi.ContainerMetadata{}
+			// A message field repeated on the wire merges, as protobuf
+			// decodes it.
+			if c.Metadata == nil {
+				c.Metadata = &runtimeapi.ContainerMetadata{}
+			}
 			err = fields(v, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) (err error) {
 				switch {
 				case num == 1 && typ == protowire.BytesType:
@@ -195,7 +290,9 @@ func decodeSandbox(b []byte, s *runtimeapi.PodSandbox) error {
 		case num == 1 && typ == protowire.BytesType:
 			s.Id, err = str(v)
 		case num == 2 && typ == protowire.BytesType:
-			s.Metadata = &runtimeapi.PodSandboxMetadata{}
+			if s.Metadata == nil {
+				s.Metadata = &runtimeapi.PodSandboxMetadata{}
+			}
 			err = fields(v, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) (err error) {
 				switch {
 				case num == 1 && typ == protowire.BytesType:

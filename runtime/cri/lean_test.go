@@ -161,3 +161,36 @@ func FuzzLeanDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLeanDecodeSandboxes: the same for sandbox lists, and every item the
+// lean decoder keeps is what protobuf decodes of it.
+func FuzzLeanDecodeSandboxes(f *testing.F) {
+	for _, m := range []proto.Message{fullSandboxes(), fullContainers()} {
+		data, _ := proto.Marshal(m)
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var lean runtimeapi.ListPodSandboxResponse
+		leanErr := newLeanCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &lean)
+		var full runtimeapi.ListPodSandboxResponse
+		fullErr := proto.Unmarshal(data, &full)
+		if fullErr == nil && leanErr != nil {
+			t.Fatalf("protobuf decodes it, the lean codec fails: %v", leanErr)
+		}
+		if leanErr != nil || fullErr != nil {
+			return
+		}
+		if len(lean.Items) != len(full.Items) {
+			t.Fatalf("lean decoded %d items, protobuf %d", len(lean.Items), len(full.Items))
+		}
+		for i, l := range lean.Items {
+			f := full.Items[i]
+			// Unknown fields are not kept: compare the known ones.
+			lm, fm := l.GetMetadata(), f.GetMetadata()
+			if l.Id != f.Id || l.State != f.State || l.CreatedAt != f.CreatedAt || (lm == nil) != (fm == nil) ||
+				lm.GetName() != fm.GetName() || lm.GetUid() != fm.GetUid() || lm.GetNamespace() != fm.GetNamespace() || lm.GetAttempt() != fm.GetAttempt() {
+				t.Errorf("item %d: lean %v, protobuf %v", i, l, f)
+			}
+		}
+	})
+}

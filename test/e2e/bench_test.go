@@ -12,10 +12,28 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/internal/runtimetest"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime/cri"
-	"github.com/plegkit/pleg/test/containerdtest"
 )
+
+// benchContainerd returns the newest containerd of the matrix, which the
+// benchmarks run against.
+func benchContainerd(b *testing.B) *runtimetest.Instance {
+	b.Helper()
+	var spec *runtimetest.Spec
+	for _, s := range matrix(b) {
+		if s.Kind == runtimetest.Containerd {
+			spec = &s
+		}
+	}
+	if spec == nil {
+		b.Skipf("no containerd in the matrix (%s)", runtimetest.ContainerdVersionsEnv)
+	}
+	in := runtimes.Get(b, *spec)
+	b.Logf("against %s", spec)
+	return in
+}
 
 // BenchmarkContainerd measures relists against the private containerd,
 // side by side with the floor they cannot beat: one raw ListPodSandbox and
@@ -31,7 +49,7 @@ import (
 // is the most any parallel inspection can gain on this runtime and machine
 // (on 2 cores containerd's own CPU bounds it).
 func BenchmarkContainerd(b *testing.B) {
-	in := containerd(b)
+	in := benchContainerd(b)
 	ctx := b.Context()
 	clearPods(b, in)
 	b.Cleanup(func() { clearPods(b, in) })
@@ -94,7 +112,7 @@ func BenchmarkContainerd(b *testing.B) {
 
 // statusCalls returns, for every sandbox and container on the runtime, the
 // status call an inspection makes for it.
-func statusCalls(b *testing.B, in *containerdtest.Instance) []func(context.Context) error {
+func statusCalls(b *testing.B, in *runtimetest.Instance) []func(context.Context) error {
 	b.Helper()
 	ctx := b.Context()
 	sandboxes, err := in.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
@@ -164,16 +182,16 @@ func newBenchGenerator(b *testing.B, rt *cri.Runtime, concurrency int) *pleg.Gen
 }
 
 // addBenchPod runs pod i with two sleeping containers.
-func addBenchPod(b *testing.B, in *containerdtest.Instance, i int) {
+func addBenchPod(b *testing.B, in *runtimetest.Instance, i int) {
 	b.Helper()
 	ctx := context.Background()
-	pod := containerdtest.PodSpec{UID: fmt.Sprintf("bench-%03d", i), Name: fmt.Sprintf("bench-%03d", i), Namespace: "bench"}
+	pod := runtimetest.PodSpec{UID: fmt.Sprintf("bench-%03d", i), Name: fmt.Sprintf("bench-%03d", i), Namespace: "bench"}
 	sb, err := in.RunPod(ctx, pod)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, name := range []string{"app", "sidecar"} {
-		if _, err := in.RunContainer(ctx, sb, pod, containerdtest.ContainerSpec{Name: name, Args: sleeping}); err != nil {
+		if _, err := in.RunContainer(ctx, sb, pod, runtimetest.ContainerSpec{Name: name, Args: sleeping}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -181,7 +199,7 @@ func addBenchPod(b *testing.B, in *containerdtest.Instance, i int) {
 
 // clearPods stops and removes every pod, so that a benchmark lists only
 // its own.
-func clearPods(b *testing.B, in *containerdtest.Instance) {
+func clearPods(b *testing.B, in *runtimetest.Instance) {
 	b.Helper()
 	ctx := context.Background()
 	resp, err := in.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
@@ -209,7 +227,7 @@ func clearPods(b *testing.B, in *containerdtest.Instance) {
 //
 //	go test -run '^$' -bench EventLatency -benchtime 40x ./test/e2e/
 func BenchmarkEventLatency(b *testing.B) {
-	in := containerd(b)
+	in := benchContainerd(b)
 	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
@@ -287,7 +305,7 @@ func BenchmarkEventLatency(b *testing.B) {
 			}
 
 			bctx := context.Background()
-			pod := containerdtest.PodSpec{UID: "latency-" + string(mode), Name: "latency-" + string(mode), Namespace: "bench"}
+			pod := runtimetest.PodSpec{UID: "latency-" + string(mode), Name: "latency-" + string(mode), Namespace: "bench"}
 			sb, err := in.RunPod(bctx, pod)
 			if err != nil {
 				b.Fatal(err)
@@ -295,7 +313,7 @@ func BenchmarkEventLatency(b *testing.B) {
 			defer func() { _ = in.StopPod(bctx, sb); _ = in.RemovePod(bctx, sb) }()
 			var starts, exits, afterEvent []time.Duration
 			for i := range b.N {
-				id, err := in.CreateContainer(bctx, sb, pod, containerdtest.ContainerSpec{Name: fmt.Sprint("c", i), Args: []string{"exit", "0", "1500ms"}})
+				id, err := in.CreateContainer(bctx, sb, pod, runtimetest.ContainerSpec{Name: fmt.Sprint("c", i), Args: []string{"exit", "0", "1500ms"}})
 				if err != nil {
 					b.Fatal(err)
 				}

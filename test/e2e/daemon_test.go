@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"github.com/plegkit/pleg/api"
-	"github.com/plegkit/pleg/test/containerdtest"
+	"github.com/plegkit/pleg/internal/runtimetest"
 )
 
 // plegBinary builds cmd/pleg once for the package's tests, into the
 // project's cache.
 var plegBinary = sync.OnceValues(func() (string, error) {
-	cache, err := containerdtest.CacheDir()
+	cache, err := runtimetest.CacheDir()
 	if err != nil {
 		return "", err
 	}
@@ -35,7 +35,7 @@ var plegBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// daemonProcess is `pleg run` against the test containerd.
+// daemonProcess is `pleg run` against a test runtime.
 type daemonProcess struct {
 	cmd  *exec.Cmd
 	base string
@@ -43,7 +43,7 @@ type daemonProcess struct {
 	err  error
 }
 
-func startDaemon(t *testing.T, in *containerdtest.Instance) *daemonProcess {
+func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
 	t.Helper()
 	bin, err := plegBinary()
 	if err != nil {
@@ -143,65 +143,66 @@ func kinds(events []api.Event) []string {
 	return out
 }
 
-// TestDaemonAgainstContainerd runs `pleg run` against containerd: the
+// TestDaemonAgainstRuntime runs `pleg run` against the runtime: the
 // events a client reads from /v1/events match the scenario, a client that
 // resumes with since= gets the rest without duplicates or holes, and
 // SIGTERM ends the streams cleanly and exits 0.
-func TestDaemonAgainstContainerd(t *testing.T) {
-	in := containerd(t)
-	d := startDaemon(t, in)
-	pod := newPod("daemon")
-	all := readEvents(t, d.base+"/v1/events?pod="+pod.UID)
-	early := readEvents(t, d.base+"/v1/events?pod="+pod.UID)
+func TestDaemonAgainstRuntime(t *testing.T) {
+	onEachRuntime(t, func(t *testing.T, in *runtimetest.Instance) {
+		d := startDaemon(t, in)
+		pod := newPod("daemon")
+		all := readEvents(t, d.base+"/v1/events?pod="+pod.UID)
+		early := readEvents(t, d.base+"/v1/events?pod="+pod.UID)
 
-	sb, err := in.RunPod(ctx(t), pod)
-	must(t, err)
-	_, err = in.RunContainer(ctx(t), sb, pod, containerdtest.ContainerSpec{Name: "app", Args: sleeping})
-	must(t, err)
-	wait(t, "the sandbox and app started", func() bool { return len(all.got()) == 2 })
+		sb, err := in.RunPod(ctx(t), pod)
+		must(t, err)
+		_, err = in.RunContainer(ctx(t), sb, pod, runtimetest.ContainerSpec{Name: "app", Args: sleeping})
+		must(t, err)
+		wait(t, "the sandbox and app started", func() bool { return len(all.got()) == 2 })
 
-	// The early client leaves after what it has read so far...
-	wait(t, "the early client caught up", func() bool { return len(early.got()) == 2 })
-	early.cancel()
-	resumeAfter := early.got()[1].Seq
+		// The early client leaves after what it has read so far...
+		wait(t, "the early client caught up", func() bool { return len(early.got()) == 2 })
+		early.cancel()
+		resumeAfter := early.got()[1].Seq
 
-	// ...more happens...
-	job, err := in.RunContainer(ctx(t), sb, pod, containerdtest.ContainerSpec{Name: "job", Args: []string{"exit", "4", "500ms"}})
-	must(t, err)
-	wait(t, "the job started and died", func() bool { return len(all.got()) == 4 })
-	must(t, in.RemoveContainer(ctx(t), job))
-	wait(t, "the job removed", func() bool { return len(all.got()) == 5 })
+		// ...more happens...
+		job, err := in.RunContainer(ctx(t), sb, pod, runtimetest.ContainerSpec{Name: "job", Args: []string{"exit", "4", "500ms"}})
+		must(t, err)
+		wait(t, "the job started and died", func() bool { return len(all.got()) == 4 })
+		must(t, in.RemoveContainer(ctx(t), job))
+		wait(t, "the job removed", func() bool { return len(all.got()) == 5 })
 
-	want := []string{"ContainerStarted app", "ContainerStarted ", "ContainerStarted job", "ContainerDied job", "ContainerRemoved job"}
-	got := kinds(all.got())
-	slices.Sort(got[:2]) // a relist orders a new pod's containers before its sandbox, but sandbox and app may come in one relist or two
-	if !slices.Equal(got, slices.Concat([]string{"ContainerStarted ", "ContainerStarted app"}, want[2:])) {
-		t.Errorf("events %v, want %v", kinds(all.got()), want)
-	}
-
-	// ...and the early client comes back where it left.
-	resumed := readEvents(t, fmt.Sprintf("%s/v1/events?pod=%s&since=%d", d.base, pod.UID, resumeAfter))
-	wait(t, "the resumed client caught up", func() bool { return len(resumed.got()) == 3 })
-	if joined := append(early.got(), resumed.got()...); !slices.Equal(joined, all.got()) {
-		t.Errorf("resumed stream: %v then %v, want exactly %v", kinds(early.got()), kinds(resumed.got()), kinds(all.got()))
-	}
-
-	// SIGTERM: open streams end cleanly, the daemon exits 0.
-	must(t, d.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-d.done:
-		if d.err != nil {
-			t.Errorf("pleg run after SIGTERM: %v, want exit 0", d.err)
+		want := []string{"ContainerStarted app", "ContainerStarted ", "ContainerStarted job", "ContainerDied job", "ContainerRemoved job"}
+		got := kinds(all.got())
+		slices.Sort(got[:2]) // a relist orders a new pod's containers before its sandbox, but sandbox and app may come in one relist or two
+		if !slices.Equal(got, slices.Concat([]string{"ContainerStarted ", "ContainerStarted app"}, want[2:])) {
+			t.Errorf("events %v, want %v", kinds(all.got()), want)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("pleg run did not exit after SIGTERM")
-	}
-	select {
-	case err := <-all.ended:
-		if err != io.EOF {
-			t.Errorf("stream ended with %v, want a clean end (EOF)", err)
+
+		// ...and the early client comes back where it left.
+		resumed := readEvents(t, fmt.Sprintf("%s/v1/events?pod=%s&since=%d", d.base, pod.UID, resumeAfter))
+		wait(t, "the resumed client caught up", func() bool { return len(resumed.got()) == 3 })
+		if joined := append(early.got(), resumed.got()...); !slices.Equal(joined, all.got()) {
+			t.Errorf("resumed stream: %v then %v, want exactly %v", kinds(early.got()), kinds(resumed.got()), kinds(all.got()))
 		}
-	case <-time.After(10 * time.Second):
-		t.Error("the event stream did not end with the daemon")
-	}
+
+		// SIGTERM: open streams end cleanly, the daemon exits 0.
+		must(t, d.cmd.Process.Signal(syscall.SIGTERM))
+		select {
+		case <-d.done:
+			if d.err != nil {
+				t.Errorf("pleg run after SIGTERM: %v, want exit 0", d.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("pleg run did not exit after SIGTERM")
+		}
+		select {
+		case err := <-all.ended:
+			if err != io.EOF {
+				t.Errorf("stream ended with %v, want a clean end (EOF)", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the event stream did not end with the daemon")
+		}
+	})
 }

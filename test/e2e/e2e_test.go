@@ -1,7 +1,11 @@
-// Package e2e runs the generator over the CRI adapter against a real,
-// private containerd started by test/containerdtest. Under CI=true a test
-// that cannot get its containerd fails; elsewhere (not root, say) it is
-// skipped and says why.
+// Package e2e runs the generator over the CRI adapter against real,
+// private runtimes started by internal/runtimetest: each test runs once
+// for every runtime of the matrix (runtimetest.Matrix: by default the
+// oldest and newest supported containerd and CRI-O with pod events on and
+// off), in a subtest named after it, e.g.
+// TestRemovals/containerd-v1.7.35. The runtimes of one test run in
+// parallel. Under CI=true a test that cannot get its runtime fails;
+// elsewhere (not root, say) it is skipped and says why.
 package e2e
 
 import (
@@ -16,46 +20,56 @@ import (
 	"time"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/internal/runtimetest"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime/cri"
-	"github.com/plegkit/pleg/test/containerdtest"
 )
 
-var (
-	instance    *containerdtest.Instance
-	instanceErr error
-)
+// runtimes holds one instance of each runtime, shared by the tests.
+var runtimes = runtimetest.NewPool()
 
 func TestMain(m *testing.M) {
-	instance, instanceErr = containerdtest.StartForTests()
 	code := m.Run()
-	if instance != nil {
-		if err := instance.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping containerd:", err)
-			code = 1
-		}
+	if err := runtimes.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the runtimes:", err)
+		code = 1
 	}
 	os.Exit(code)
 }
 
-// containerd returns the shared containerd, or ends the test: a failure
-// under CI=true, a skip elsewhere.
-func containerd(t testing.TB) *containerdtest.Instance {
+// matrix returns the runtimes the tests run against.
+func matrix(t testing.TB) []runtimetest.Spec {
 	t.Helper()
-	if instanceErr != nil {
-		containerdtest.Unavailable(t, instanceErr)
+	specs, err := runtimetest.Matrix()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("containerd log tail:\n%s", instance.LogTail(40))
-		}
-	})
-	return instance
+	return specs
+}
+
+// onEachRuntime runs f against each runtime of the matrix, in parallel
+// subtests named after them. A runtime that cannot be had fails its
+// subtest under CI=true and skips it elsewhere.
+func onEachRuntime(t *testing.T, f func(t *testing.T, in *runtimetest.Instance)) {
+	for _, spec := range matrix(t) {
+		t.Run(spec.String(), func(t *testing.T) {
+			t.Parallel()
+			f(t, runtimes.Get(t, spec))
+		})
+	}
+}
+
+// runtimeName is the name a runtime gives in its CRI Version answer.
+func runtimeName(spec runtimetest.Spec) string {
+	if spec.Kind == runtimetest.CRIO {
+		return "cri-o"
+	}
+	return "containerd"
 }
 
 // newPod names a pod no other test uses.
-func newPod(name string) containerdtest.PodSpec {
-	return containerdtest.PodSpec{UID: rand.Text()[:16], Name: name, Namespace: "e2e"}
+func newPod(name string) runtimetest.PodSpec {
+	return runtimetest.PodSpec{UID: rand.Text()[:16], Name: name, Namespace: "e2e"}
 }
 
 // watcher runs a generator over the CRI adapter and records every event it
@@ -68,12 +82,19 @@ type watcher struct {
 	events []pleg.Event
 }
 
-func watch(t *testing.T, in *containerdtest.Instance, opts pleg.Options) *watcher {
+func watch(t *testing.T, in *runtimetest.Instance, opts pleg.Options) *watcher {
 	t.Helper()
 	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return watchRuntime(t, rt, opts)
+}
+
+// watchRuntime is watch over the given adapter.
+func watchRuntime(t *testing.T, rt *cri.Runtime, opts pleg.Options) *watcher {
+	t.Helper()
 	w := &watcher{cache: podcache.New()}
 	if opts.RelistPeriod == 0 {
 		opts.RelistPeriod = 100 * time.Millisecond
@@ -82,6 +103,7 @@ func watch(t *testing.T, in *containerdtest.Instance, opts pleg.Options) *watche
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	var err error
 	w.gen, err = pleg.New(rt, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +129,6 @@ func watch(t *testing.T, in *containerdtest.Instance, opts pleg.Options) *watche
 		cancel()
 		<-done
 		sub.Close()
-		_ = rt.Close()
 	})
 	return w
 }
@@ -118,6 +139,13 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// all returns every event recorded.
+func (w *watcher) all() []pleg.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.events)
 }
 
 // of returns the events recorded for pod uid.

@@ -1,4 +1,4 @@
-package containerdtest
+package runtimetest
 
 import (
 	"bytes"
@@ -20,10 +20,12 @@ import (
 // SocketAddress); it is not configurable.
 const shimSocketDir = "/run/containerd/s"
 
-// cleanupDir removes every trace of the instance in dir once its containerd
-// has stopped: processes whose command line refers to dir (leftover shims,
-// a stray containerd) with all their descendants (the containers) and every
-// process in the instance's cgroups; then the cgroups, the shim sockets of the given shim ids, every mount below dir, and dir itself.
+// cleanupDir removes every trace of the instance in dir once its runtime
+// has stopped: processes whose command line refers to dir (leftover shims
+// or conmons, a stray runtime) with all their descendants (the
+// containers) and every process in the instance's cgroups; then the
+// cgroups, the containerd shim sockets of the given shim ids, every mount
+// below dir, and dir itself.
 func cleanupDir(dir, socket string, shimIDs []string, logf func(string, ...any)) error {
 	var errs []error
 	procs := procsReferring(dir)
@@ -40,7 +42,7 @@ func cleanupDir(dir, socket string, shimIDs []string, logf func(string, ...any))
 		}
 	}
 	if len(victims) > 0 {
-		logf("containerdtest: killing %d leftover processes of %s: %v", len(victims), dir, victims)
+		logf("runtimetest: killing %d leftover processes of %s: %v", len(victims), dir, victims)
 		for _, pid := range victims {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -287,9 +289,9 @@ func sweepStale(logf func(string, ...any)) {
 		} else if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && alive(pid) {
 			continue // the owner is alive
 		}
-		logf("containerdtest: cleaning up stale instance %s", dir)
+		logf("runtimetest: cleaning up stale instance %s", dir)
 		if err := cleanupDir(dir, filepath.Join(dir, "c.sock"), nil, logf); err != nil {
-			logf("containerdtest: cleaning up %s: %v", dir, err)
+			logf("runtimetest: cleaning up %s: %v", dir, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package containerdtest
+package runtimetest
 
 import (
 	"archive/tar"

@@ -1,8 +1,9 @@
-package containerdtest
+package runtimetest
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +38,8 @@ type ContainerSpec struct {
 	Name    string
 	Args    []string
 	Attempt uint32 // restart count, also the restartCount annotation
+	// Annotations are added to the kubelet's.
+	Annotations map[string]string
 }
 
 func (in *Instance) podLogDir(pod PodSpec) string {
@@ -94,20 +97,31 @@ func (in *Instance) RunPod(ctx context.Context, pod PodSpec) (string, error) {
 // CreateContainer creates (does not start) container c in the sandbox of
 // pod, which RunPod returned as sandboxID.
 func (in *Instance) CreateContainer(ctx context.Context, sandboxID string, pod PodSpec, c ContainerSpec) (string, error) {
+	// The kubelet makes the container's log directory; containerd would
+	// make it too, CRI-O's conmon does not.
+	if err := os.MkdirAll(filepath.Join(in.podLogDir(pod), c.Name), 0o755); err != nil {
+		return "", err
+	}
+	annotations := maps.Clone(c.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationRestartCount] = strconv.FormatUint(uint64(c.Attempt), 10)
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
-		Image:    &runtimeapi.ImageSpec{Image: TestImage},
-		Args:     c.Args,
-		LogPath:  filepath.Join(c.Name, strconv.FormatUint(uint64(c.Attempt), 10)+".log"),
+		// CRI-O refuses a container whose image spec does not say what
+		// the user asked for ("cannot verify image signature"); the
+		// kubelet always sets it.
+		Image:   &runtimeapi.ImageSpec{Image: TestImage, UserSpecifiedImage: TestImage},
+		Args:    c.Args,
+		LogPath: filepath.Join(c.Name, strconv.FormatUint(uint64(c.Attempt), 10)+".log"),
 		Labels: map[string]string{
 			LabelPodUID:        pod.UID,
 			LabelPodName:       pod.Name,
 			LabelPodNamespace:  pod.Namespace,
 			LabelContainerName: c.Name,
 		},
-		Annotations: map[string]string{
-			AnnotationRestartCount: strconv.FormatUint(uint64(c.Attempt), 10),
-		},
+		Annotations: annotations,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				NamespaceOptions: hostNetwork(),

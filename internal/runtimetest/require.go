@@ -1,0 +1,132 @@
+package runtimetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds Start from the test helpers; the first run includes
+// building the runtime (CRI-O: about five minutes on 2 cores).
+const startTimeout = 15 * time.Minute
+
+// InCI reports whether the environment variable CI is "true": then tests
+// that cannot get their runtime fail instead of skipping.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Unavailable ends the test because the runtime spec is unavailable for
+// reason err: t.Fatalf when InCI, t.Skipf otherwise.
+func Unavailable(t testing.TB, spec Spec, err error) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("%s is required under CI=true but unavailable: %v", spec, err)
+	}
+	t.Skipf("skipping, %s unavailable (set CI=true to make this a failure): %v", spec, err)
+}
+
+// Require starts a private instance of spec for the test, stops it at
+// cleanup, and returns it; if the test failed, the cleanup first logs the
+// tail of the runtime's log. When the runtime cannot be started (not root,
+// no runc, no module proxy...) the test fails under CI=true and is skipped
+// elsewhere.
+func Require(t testing.TB, spec Spec) *Instance {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	in, err := Start(ctx, spec, Options{Logf: t.Logf})
+	if err != nil {
+		Unavailable(t, spec, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log tail:\n%s", spec, in.LogTail(40))
+		}
+		if err := in.Stop(); err != nil {
+			t.Errorf("stopping %s: %v", spec, err)
+		}
+	})
+	return in
+}
+
+// Pool shares one instance of each runtime among the tests of a test
+// binary: Get starts it on first use, Stop stops them all, from TestMain:
+//
+//	var runtimes = runtimetest.NewPool()
+//
+//	func TestMain(m *testing.M) {
+//		code := m.Run()
+//		if err := runtimes.Stop(); err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			code = 1
+//		}
+//		os.Exit(code)
+//	}
+//
+// Progress goes to the standard error, which `go test` shows only on
+// failure or with -v.
+type Pool struct {
+	mu  sync.Mutex
+	all map[Spec]*pooled
+}
+
+type pooled struct {
+	once sync.Once
+	in   *Instance
+	err  error
+}
+
+// NewPool returns an empty pool.
+func NewPool() *Pool { return &Pool{all: make(map[Spec]*pooled)} }
+
+// Get returns the pool's instance of spec, starting it if need be, or
+// ends the test with Unavailable. At the test's end, if it failed, it logs
+// the tail of the runtime's log. Instances of different specs start in
+// parallel.
+func (p *Pool) Get(t testing.TB, spec Spec) *Instance {
+	t.Helper()
+	in, err := p.start(spec)
+	if err != nil {
+		Unavailable(t, spec, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log tail:\n%s", spec, in.LogTail(40))
+		}
+	})
+	return in
+}
+
+func (p *Pool) start(spec Spec) (*Instance, error) {
+	p.mu.Lock()
+	e := p.all[spec]
+	if e == nil {
+		e = &pooled{}
+		p.all[spec] = e
+	}
+	p.mu.Unlock()
+	e.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		defer cancel()
+		l := log.New(os.Stderr, "", log.Ltime|log.Lmicroseconds)
+		e.in, e.err = Start(ctx, spec, Options{Logf: func(f string, a ...any) { l.Output(2, fmt.Sprintf(f, a...)) }})
+	})
+	return e.in, e.err
+}
+
+// Stop stops every instance the pool started.
+func (p *Pool) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, e := range p.all {
+		if e.in != nil {
+			errs = append(errs, e.in.Stop())
+		}
+	}
+	return errors.Join(errs...)
+}

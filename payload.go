@@ -1,0 +1,244 @@
+package pleg
+
+import (
+	"slices"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg/runtime"
+)
+
+// Event payloads.
+//
+// A ContainerEventResponse carries the status of the pod's sandbox and of
+// its containers as the runtime saw them when it sent the event. The relist
+// loop, the one writer of the cache, applies such a payload at once: it
+// moves the pod's record forward with the statuses the payload holds, with
+// the same state machine as a relist, writes the cache entry and delivers
+// the events, in milliseconds instead of after a relist of the pod. Then it
+// still relists the pod, as the confirmation: that finds nothing new in the
+// common case, and corrects what the payload got wrong.
+//
+// A payload never moves a pod backwards. A container or sandbox only goes
+// forward in its life (created, running, exited, removed), and what the
+// runtime reports of it follows: its state ranks higher, or its status
+// gained a start or finish time. So a status in a payload replaces what is
+// known only when it ranks higher, and a container that was reported
+// removed never comes back. A replayed or reordered event therefore changes
+// nothing it should not, whatever the clocks say. The cache entry keeps the
+// time of the last relist that observed the pod, so GetNewerThan keeps its
+// meaning: the relist that confirms the payload moves it.
+//
+// A payload that is partial or contradicts its own event takes the relist
+// path alone (hints.go), counted by reason; so do replayed backlog, and
+// events about a pod whose inspection fails.
+
+// Reasons a payload is not applied: the reason label of
+// pleg_evented_payload_fallbacks_total.
+const (
+	fallbackReplayed   = "replayed"
+	fallbackNoPod      = "no_pod"
+	fallbackNoSandbox  = "no_sandbox_status"
+	fallbackNoSubject  = "no_subject_status"
+	fallbackContradict = "contradicts_event"
+	fallbackMalformed  = "malformed"
+	fallbackFailingPod = "failing_pod"
+	fallbackRefused    = "cache_refused"
+	// fallbackHintsPending: earlier events of the pod wait as hints for
+	// its relist, and this one must not overtake them.
+	fallbackHintsPending = "hints_pending"
+	// fallbackOvertaken: a relist listed the pod after the event came.
+	fallbackOvertaken = "overtaken_by_relist"
+)
+
+// fallbackReasons are the reason label's values, for metrics to start at
+// zero.
+var fallbackReasons = []string{fallbackReplayed, fallbackNoPod, fallbackNoSandbox, fallbackNoSubject, fallbackContradict, fallbackMalformed, fallbackFailingPod, fallbackRefused, fallbackHintsPending, fallbackOvertaken}
+
+// payload is what an event says, read and checked.
+type payload struct {
+	uid, name, namespace string
+	typ                  runtimeapi.ContainerEventType
+	// subject is the ID of the container or sandbox the event is about.
+	subject string
+	// sandbox is the pod's sandbox status; nil only for a DELETED event,
+	// which needs none.
+	sandbox    *runtimeapi.PodSandboxStatus
+	containers []*runtimeapi.ContainerStatus
+}
+
+// readPayload checks that an event can be applied as it stands and returns
+// what it says, or why it cannot be. pod finds the pod of an ID when the
+// event has no sandbox status.
+func readPayload(ev *runtimeapi.ContainerEventResponse, pod func(id string) string) (p payload, fallback string) {
+	p.typ, p.subject = ev.GetContainerEventType(), ev.GetContainerId()
+	if stageOf(p.typ) == 0 || p.subject == "" {
+		return p, fallbackMalformed
+	}
+	sb := ev.GetPodSandboxStatus()
+	if md := sb.GetMetadata(); md.GetUid() != "" && sb.GetId() != "" {
+		p.uid, p.name, p.namespace, p.sandbox = md.GetUid(), md.GetName(), md.GetNamespace(), sb
+	}
+	if p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		// Removal is the whole news: it needs no status, only the pod,
+		// and containerd sends none for a sandbox it removed.
+		if p.uid == "" {
+			p.uid = pod(p.subject)
+		}
+		if p.uid == "" {
+			return p, fallbackNoPod
+		}
+		return p, ""
+	}
+	if p.sandbox == nil {
+		return p, fallbackNoSandbox
+	}
+	var subject *runtimeapi.ContainerStatus
+	for _, c := range ev.GetContainersStatuses() {
+		if c.GetId() == "" || c.GetMetadata() == nil {
+			return p, fallbackMalformed
+		}
+		if uid := c.GetLabels()[runtime.PodUIDLabel]; uid != "" && uid != p.uid {
+			return p, fallbackMalformed
+		}
+		if c.GetId() == p.subject {
+			subject = c
+		}
+		p.containers = append(p.containers, c)
+	}
+	var got state
+	if p.subject == p.sandbox.GetId() {
+		got, _ = sandboxState(p.sandbox.GetState())
+	} else {
+		if subject == nil {
+			return p, fallbackNoSubject
+		}
+		got, _ = containerState(subject.GetState())
+	}
+	// The snapshot must be at least as far on as the event: a STOPPED
+	// whose status still runs was taken before the exit.
+	need := map[runtimeapi.ContainerEventType]int{
+		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT: rankRunning,
+		runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT: rankExited,
+	}[p.typ]
+	if got.rank(false) < need {
+		return p, fallbackContradict
+	}
+	return p, ""
+}
+
+// applyPayload applies an event's payload to its pod, as the package
+// comment above says, and queues the confirming relist. It returns the
+// reason it did not, if it did not. Callers hold relistMu.
+func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
+	st := &g.st
+	if g.health.isFailing(p.uid) {
+		// Its record lags behind its inspections; the relist catches up.
+		return fallbackFailingPod
+	}
+	rec, known := st.records[p.uid]
+	if !known {
+		rec = &podRecord{uid: p.uid}
+	}
+	if rec.name == "" && rec.namespace == "" {
+		rec.name, rec.namespace = p.name, p.namespace
+	}
+
+	// What the pod will be: what is known, each item moved forward by the
+	// payload, never back.
+	next := slices.Clone(rec.old)
+	statuses := make(map[hintKey]any) // the payload's status of each item moved
+	forward := func(e entry, status any) {
+		if st.hints.isRemoved(e.id) {
+			return
+		}
+		i, found := slices.BinarySearchFunc(next, &e, func(x entry, y *entry) int { return compareEntries(&x, y) })
+		switch {
+		case !found:
+			next = slices.Insert(next, i, e)
+		case e.state.rank(false) > next[i].state.rank(false):
+			next[i].state = e.state
+			if e.name != "" {
+				next[i].name = e.name
+			}
+		default:
+			return
+		}
+		statuses[hintKey{e.id, e.sandbox}] = status
+	}
+	if p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		next = slices.DeleteFunc(next, func(x entry) bool { return x.id == p.subject })
+	} else {
+		s, _ := sandboxState(p.sandbox.GetState())
+		forward(entry{id: p.sandbox.GetId(), state: s, sandbox: true}, p.sandbox)
+		for _, c := range p.containers {
+			s, _ := containerState(c.GetState())
+			forward(entry{id: c.GetId(), name: c.GetMetadata().GetName(), state: s}, c)
+		}
+	}
+	rec.cur = next
+	var transitions []transition
+	for _, t := range rec.transitions() {
+		if t.id == p.subject {
+			transitions = append(transitions, expand(t, stageOf(p.typ))...)
+		} else {
+			transitions = append(transitions, t)
+		}
+	}
+	if len(transitions) == 0 {
+		return ""
+	}
+
+	status := g.mergeStatus(rec, statuses, p.subject, p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	if !g.cache.Set(rec.uid, status, nil, rec.modified) {
+		return fallbackRefused
+	}
+	if !known {
+		st.records[rec.uid] = rec
+	}
+	rec.advance()
+	st.hints.tombstone(transitions, e.received)
+	g.deliver(&podChange{
+		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
+		observed:    e.received,
+		transitions: transitions,
+	}, status)
+	g.requests.add(rec.uid, e.received)
+	return ""
+}
+
+// mergeStatus returns the pod's cached status with the statuses of the
+// items the payload moved forward put in, and the removed subject taken
+// out.
+func (g *Generator) mergeStatus(rec *podRecord, moved map[hintKey]any, subject string, removed bool) *runtime.PodStatus {
+	cached, _ := g.cache.Get(rec.uid)
+	var sandboxes []*runtimeapi.PodSandboxStatus
+	var containers []*runtimeapi.ContainerStatus
+	keep := func(id string, sandbox bool) bool {
+		_, replaced := moved[hintKey{id, sandbox}]
+		return !replaced && !(removed && id == subject)
+	}
+	if cached != nil {
+		for _, s := range cached.Sandboxes {
+			if keep(s.GetId(), true) {
+				sandboxes = append(sandboxes, s)
+			}
+		}
+		for _, c := range cached.Containers {
+			if keep(c.GetId(), false) {
+				containers = append(containers, c)
+			}
+		}
+	}
+	for _, s := range moved {
+		switch s := s.(type) {
+		case *runtimeapi.PodSandboxStatus:
+			sandboxes = append(sandboxes, s)
+		case *runtimeapi.ContainerStatus:
+			containers = append(containers, s)
+		}
+	}
+	status := runtime.NewPodStatus(rec.uid, rec.name, rec.namespace, sandboxes, containers)
+	status.IPs = g.podIPs(rec.uid, status)
+	return status
+}

@@ -1,0 +1,429 @@
+package pleg
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/runtime/fakeruntime"
+)
+
+// The payload path must tell what the relist path tells: the same events
+// of each container, in the same order, none twice, none missing, and the
+// same cache at the end. Each scenario below drives one runtime that two
+// generators watch, one applying payloads, one taking events as hints
+// alone, with subscribers that read at once. (Across the containers of a
+// pod, the payload path tells events in the order the runtime sent them;
+// a relist that saw several containers change at once tells them in the
+// kubelet's order, which cannot know which came first.)
+
+// twin is a generator and what its subscriber received.
+type twin struct {
+	g     *Generator
+	cache *podcache.Cache
+	sub   *Subscription
+	got   map[string][]string // by pod and container: event types
+}
+
+type twins struct {
+	t  *testing.T
+	rt *fakeruntime.Runtime
+	// pay applies payloads; hint takes events as hints alone.
+	pay, hint *twin
+}
+
+func newTwins(t *testing.T, pods ...fakeruntime.Pod) *twins {
+	t.Helper()
+	rt := fakeruntime.New(pods...)
+	rt.EnableEvents(true)
+	tw := &twins{t: t, rt: rt}
+	start := func(hintOnly bool) *twin {
+		cache := podcache.New()
+		g, err := New(rt, Options{
+			RelistPeriod:           time.Second,
+			EventedRelistPeriod:    time.Hour,
+			EventedRelistThreshold: 2 * time.Hour,
+			HintOnly:               hintOnly,
+			Cache:                  cache,
+			Clock:                  clock.RealClock{},
+			Logger:                 slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &twin{g: g, cache: cache, sub: g.Subscribe(), got: make(map[string][]string)}
+		g.Start()
+		t.Cleanup(func() {
+			g.Stop()
+			x.sub.Close()
+		})
+		return x
+	}
+	tw.pay, tw.hint = start(false), start(true)
+	// Let the streams hold and the first relists be done; what they told
+	// is the same for both, and not what a scenario is about.
+	tw.wait(streamHold + 2*time.Second)
+	tw.compare()
+	clear(tw.pay.got)
+	clear(tw.hint.got)
+	return tw
+}
+
+// collect takes what each subscriber has, as a subscriber reading at once.
+func (tw *twins) collect() {
+	synctest.Wait()
+	for _, x := range []*twin{tw.pay, tw.hint} {
+		for {
+			e, ok := x.sub.TryNext()
+			if !ok {
+				break
+			}
+			k := e.PodUID + "/" + e.ContainerID
+			x.got[k] = append(x.got[k], string(e.Type))
+		}
+	}
+}
+
+func (tw *twins) emit(pod, id string, typ runtimeapi.ContainerEventType) {
+	tw.rt.Emit(pod, id, typ, time.Time{})
+	tw.collect()
+}
+
+func (tw *twins) wait(d time.Duration) {
+	time.Sleep(d)
+	tw.collect()
+}
+
+// settle lets the confirming relists and a global relist happen.
+func (tw *twins) settle() {
+	tw.wait(3 * time.Second)
+	tw.pay.g.requestGlobalRelist()
+	tw.hint.g.requestGlobalRelist()
+	tw.wait(3 * time.Second)
+}
+
+// compare checks that both generators told the same and cache the same.
+func (tw *twins) compare() {
+	tw.t.Helper()
+	containers, pods := map[string]bool{}, map[string]bool{}
+	for _, x := range []*twin{tw.pay, tw.hint} {
+		for k := range x.got {
+			containers[k] = true
+		}
+		for uid := range x.cache.GetAll() {
+			pods[uid] = true
+		}
+	}
+	for k := range containers {
+		if p, h := tw.pay.got[k], tw.hint.got[k]; !slices.Equal(p, h) {
+			tw.t.Errorf("%s:\n payloads %v\n hints    %v", k, p, h)
+		}
+	}
+	for uid := range pods {
+		if p, h := cachedState(tw.pay.cache, uid), cachedState(tw.hint.cache, uid); p != h {
+			tw.t.Errorf("pod %s cached:\n payloads %s\n hints    %s", uid, p, h)
+		}
+	}
+}
+
+// cachedState is what a cache holds of a pod, as comparable text.
+func cachedState(c *podcache.Cache, uid string) string {
+	e, ok := c.GetEntry(uid)
+	if !ok {
+		return "absent"
+	}
+	var parts []string
+	for _, s := range e.Status.Sandboxes {
+		parts = append(parts, fmt.Sprintf("sandbox %s %v", s.GetId(), s.GetState()))
+	}
+	cs := slices.Clone(e.Status.Containers)
+	slices.SortFunc(cs, func(a, b *runtimeapi.ContainerStatus) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	for _, s := range cs {
+		parts = append(parts, fmt.Sprintf("%s %v exit %d", s.GetId(), s.GetState(), s.GetExitCode()))
+	}
+	return fmt.Sprintf("%s err=%v ips=%v", strings.Join(parts, ", "), e.Err, e.Status.IPs)
+}
+
+const (
+	started = string(ContainerStarted)
+	died    = string(ContainerDied)
+	removed = string(ContainerRemoved)
+)
+
+func TestPayloadsTellWhatRelistsTell(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pods []fakeruntime.Pod
+		run  func(tw *twins)
+		// want is what both must tell, by pod and container.
+		want map[string][]string
+	}{
+		{
+			name: "a container restarts",
+			pods: []fakeruntime.Pod{webPod(ctr("c1", running), ctr("side", running))},
+			run: func(tw *twins) {
+				for i := range 3 {
+					old, next := "c1", "c1"
+					if i > 0 {
+						old = fmt.Sprintf("c1-%d", i)
+					}
+					next = fmt.Sprintf("c1-%d", i+1)
+					_ = tw.rt.SetContainerState(old, exited, 137)
+					tw.emit("web", old, evStopped)
+					tw.rt.Remove(old)
+					tw.emit("web", old, evDeleted)
+					tw.rt.AddContainer(webPod(), fakeruntime.Container{ID: next, Name: "c1", State: created})
+					tw.emit("web", next, evCreated)
+					_ = tw.rt.SetContainerState(next, running, 0)
+					tw.emit("web", next, evStarted)
+				}
+			},
+			want: map[string][]string{
+				"web/c1": {died, removed}, "web/c1-1": {started, died, removed},
+				"web/c1-2": {started, died, removed}, "web/c1-3": {started},
+			},
+		},
+		{
+			name: "created, started, stopped and removed between two relists",
+			pods: []fakeruntime.Pod{webPod(ctr("c1", running))},
+			run: func(tw *twins) {
+				tw.rt.AddContainer(webPod(), fakeruntime.Container{ID: "job", Name: "job", State: created})
+				tw.emit("web", "job", evCreated)
+				_ = tw.rt.SetContainerState("job", running, 0)
+				tw.emit("web", "job", evStarted)
+				_ = tw.rt.SetContainerState("job", exited, 0)
+				tw.emit("web", "job", evStopped)
+				tw.rt.Remove("job")
+				tw.emit("web", "job", evDeleted)
+			},
+			want: map[string][]string{"web/job": {started, died, removed}},
+		},
+		{
+			name: "a start whose payload already shows the exit",
+			pods: []fakeruntime.Pod{webPod(ctr("c1", running))},
+			run: func(tw *twins) {
+				tw.rt.AddContainer(webPod(), fakeruntime.Container{ID: "job", Name: "job", State: exited, ExitCode: 2})
+				tw.emit("web", "job", evStarted)
+				tw.emit("web", "job", evStopped)
+			},
+			want: map[string][]string{"web/job": {started, died}},
+		},
+		{
+			name: "lost events",
+			pods: []fakeruntime.Pod{webPod(ctr("c1", running), ctr("c2", running))},
+			run: func(tw *twins) {
+				// c1's STOPPED never comes; its DELETED does.
+				_ = tw.rt.SetContainerState("c1", exited, 1)
+				tw.rt.Remove("c1")
+				tw.emit("web", "c1", evDeleted)
+				// c2's stop comes with no event at all: the safety net finds it.
+				_ = tw.rt.SetContainerState("c2", exited, 0)
+			},
+			want: map[string][]string{"web/c1": {died, removed}, "web/c2": {died}},
+		},
+		{
+			name: "DELETED before STOPPED",
+			pods: []fakeruntime.Pod{webPod(ctr("c1", running))},
+			run: func(tw *twins) {
+				_ = tw.rt.SetContainerState("c1", exited, 1)
+				tw.rt.Remove("c1")
+				tw.emit("web", "c1", evDeleted)
+				tw.emit("web", "c1", evStopped)
+			},
+			want: map[string][]string{"web/c1": {died, removed}},
+		},
+		{
+			name: "replayed backlog",
+			pods: []fakeruntime.Pod{webPod(ctr("c1", running))},
+			run: func(tw *twins) {
+				old := time.Now().Add(-4 * time.Minute)
+				tw.rt.Emit("web", "ghost", evStarted, old)
+				tw.rt.Emit("web", "ghost", evDeleted, old)
+				tw.rt.Emit("web", "c1", evStopped, old)
+				tw.collect()
+				_ = tw.rt.SetContainerState("c1", exited, 0)
+				tw.emit("web", "c1", evStopped)
+			},
+			want: map[string][]string{"web/c1": {died}},
+		},
+		{
+			name: "the stream is cut mid-burst",
+			pods: []fakeruntime.Pod{webPod(ctr("c1", running), ctr("c2", running), ctr("c3", running))},
+			run: func(tw *twins) {
+				_ = tw.rt.SetContainerState("c1", exited, 1)
+				tw.emit("web", "c1", evStopped)
+				tw.rt.EndStreams(errors.New("transport is closing"))
+				_ = tw.rt.SetContainerState("c2", exited, 2)
+				tw.rt.Remove("c1")
+				tw.collect()
+				tw.wait(10 * time.Second)
+				_ = tw.rt.SetContainerState("c3", exited, 3)
+				tw.emit("web", "c3", evStopped)
+			},
+			want: map[string][]string{"web/c1": {died, removed}, "web/c2": {died}, "web/c3": {died}},
+		},
+		{
+			name: "a pod comes and goes",
+			run: func(tw *twins) {
+				job := fakeruntime.Pod{UID: "job", Name: "job", Namespace: "batch",
+					Sandboxes:  []fakeruntime.Sandbox{{ID: "jsb", State: ready}},
+					Containers: []fakeruntime.Container{{ID: "jc", Name: "run", State: created}}}
+				tw.rt.AddPod(job)
+				tw.emit("job", "jsb", evCreated)
+				tw.emit("job", "jsb", evStarted)
+				tw.emit("job", "jc", evCreated)
+				_ = tw.rt.SetContainerState("jc", running, 0)
+				tw.emit("job", "jc", evStarted)
+				_ = tw.rt.SetContainerState("jc", exited, 0)
+				tw.emit("job", "jc", evStopped)
+				tw.rt.Remove("jc")
+				tw.emit("job", "jc", evDeleted)
+				tw.rt.RemovePod("job")
+				tw.emit("job", "jsb", evStopped)
+				tw.emit("job", "jsb", evDeleted)
+			},
+			want: map[string][]string{"job/jsb": {started, died, removed}, "job/jc": {started, died, removed}},
+		},
+	} {
+		// With lists that answer at once, every relist a hint asks for
+		// sees each step; with lists that take a second, the relists come
+		// late and the hints must fill in what they missed.
+		for _, latency := range []time.Duration{0, time.Second} {
+			t.Run(fmt.Sprintf("%s/lists in %v", tc.name, latency), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					tw := newTwins(t, tc.pods...)
+					tw.rt.SetLatency(runtime.OpListPodSandbox, latency)
+					tc.run(tw)
+					tw.settle()
+					tw.compare()
+					// With lists that answer at once, no relist is listing when
+					// an event comes: payloads are applied.
+					if latency == 0 && testutil.ToFloat64(tw.pay.g.metrics.PayloadsApplied) == 0 {
+						t.Error("no payload was applied: the comparison shows nothing")
+					}
+					for k, want := range tc.want {
+						if got := tw.pay.got[k]; !slices.Equal(got, want) {
+							t.Errorf("%s: %v, want %v", k, got, want)
+						}
+					}
+					if len(tw.pay.got) != len(tc.want) {
+						t.Errorf("events of %d containers, want %d: %v", len(tw.pay.got), len(tc.want), tw.pay.got)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestPayloadsArriveBeforeTheRelist: the payload's events are delivered
+// and cached at once, while the relist of the pod is still listing; the
+// confirming relist then finds nothing new.
+func TestPayloadsArriveBeforeTheRelist(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+		e.settle()
+		e.rt.SetLatency(runtime.OpListPodSandbox, time.Hour)
+		_ = e.rt.SetContainerState("c1", exited, 7)
+		e.emit("web", "c1", evStopped)
+		if !slices.Equal(e.got, []ev{diedEv("web", "c1")}) {
+			t.Fatalf("events %v before the relist, want Died(c1)", e.got)
+		}
+		if st, _ := e.g.Cache().Get("web"); st.FindContainerByID("c1").GetExitCode() != 7 {
+			t.Error("the cache does not hold the exit before the event is delivered")
+		}
+		if n := testutil.ToFloat64(e.g.metrics.PayloadsApplied); n != 1 {
+			t.Errorf("%v payloads applied, want 1", n)
+		}
+		e.rt.SetLatency(runtime.OpListPodSandbox, 0)
+		e.wait(2 * time.Hour)
+		if len(e.got) != 1 {
+			t.Errorf("the confirming relist told %v again", e.got[1:])
+		}
+	})
+}
+
+// TestPayloadNeverMovesAPodBack: a stale payload, as a late or reordered
+// event brings, changes nothing that is known newer.
+func TestPayloadNeverMovesAPodBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+		e.settle()
+		// A STARTED carrying c1 running, sent before it exited, arrives
+		// after the exit was applied.
+		stale := &runtimeapi.ContainerEventResponse{
+			ContainerId: "c1", ContainerEventType: evStarted, CreatedAt: time.Now().UnixNano(),
+			PodSandboxStatus:   &runtimeapi.PodSandboxStatus{Id: "sb", State: ready, Metadata: &runtimeapi.PodSandboxMetadata{Uid: "web", Name: "web", Namespace: "shop"}},
+			ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: "c1", State: running, Metadata: &runtimeapi.ContainerMetadata{Name: "name-c1"}}},
+		}
+		_ = e.rt.SetContainerState("c1", exited, 1)
+		e.emit("web", "c1", evStopped)
+		e.g.enqueueEvent(stale, time.Now().Add(-time.Minute))
+		e.wait(time.Second)
+		if !slices.Equal(e.got, []ev{diedEv("web", "c1")}) {
+			t.Errorf("events %v, want Died(c1) alone", e.got)
+		}
+		if st, _ := e.g.Cache().Get("web"); st.FindContainerByID("c1").GetState() != exited {
+			t.Error("the stale payload moved c1 back to running in the cache")
+		}
+	})
+}
+
+// TestPartialPayloadsFallBack: payloads that are partial or contradict
+// their event take the relist path, counted by reason.
+func TestPartialPayloadsFallBack(t *testing.T) {
+	sandbox := func() *runtimeapi.PodSandboxStatus {
+		return &runtimeapi.PodSandboxStatus{Id: "sb", State: ready, Metadata: &runtimeapi.PodSandboxMetadata{Uid: "web", Name: "web", Namespace: "shop"}}
+	}
+	status := func(id string, s runtimeapi.ContainerState) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{Id: id, State: s, Metadata: &runtimeapi.ContainerMetadata{Name: "name-" + id}}
+	}
+	for _, tc := range []struct {
+		name   string
+		ev     *runtimeapi.ContainerEventResponse
+		reason string
+	}{
+		{"no sandbox status", &runtimeapi.ContainerEventResponse{ContainerId: "c1", ContainerEventType: evStopped,
+			ContainersStatuses: []*runtimeapi.ContainerStatus{status("c1", exited)}}, fallbackNoSandbox},
+		{"the subject's status missing", &runtimeapi.ContainerEventResponse{ContainerId: "c1", ContainerEventType: evStopped,
+			PodSandboxStatus: sandbox()}, fallbackNoSubject},
+		{"a STOPPED whose container still runs", &runtimeapi.ContainerEventResponse{ContainerId: "c1", ContainerEventType: evStopped,
+			PodSandboxStatus: sandbox(), ContainersStatuses: []*runtimeapi.ContainerStatus{status("c1", running)}}, fallbackContradict},
+		{"a status without metadata", &runtimeapi.ContainerEventResponse{ContainerId: "c1", ContainerEventType: evStopped,
+			PodSandboxStatus: sandbox(), ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: "c1", State: exited}}}, fallbackMalformed},
+		{"an event type CRI does not define", &runtimeapi.ContainerEventResponse{ContainerId: "c1", ContainerEventType: 9,
+			PodSandboxStatus: sandbox(), ContainersStatuses: []*runtimeapi.ContainerStatus{status("c1", exited)}}, fallbackMalformed},
+		{"a DELETED of an ID no one knows", &runtimeapi.ContainerEventResponse{ContainerId: "stranger", ContainerEventType: evDeleted}, fallbackNoPod},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+				e.settle()
+				_ = e.rt.SetContainerState("c1", exited, 1)
+				e.g.enqueueEvent(tc.ev, time.Now().Add(-time.Minute))
+				e.wait(time.Second)
+				if n := testutil.ToFloat64(e.g.metrics.PayloadFallbacks.WithLabelValues(tc.reason)); n != 1 {
+					t.Errorf("fallbacks{reason=%s} = %v, want 1", tc.reason, n)
+				}
+				if n := testutil.ToFloat64(e.g.metrics.PayloadsApplied); n != 0 {
+					t.Errorf("%v payloads applied", n)
+				}
+				// The relist path still tells the truth, where it knows the pod.
+				if tc.reason != fallbackNoPod && !slices.Equal(e.got, []ev{diedEv("web", "c1")}) {
+					t.Errorf("events %v, want Died(c1) from the relist", e.got)
+				}
+			})
+		})
+	}
+}
