@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/plegkit/pleg/doctor/internal/format"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -72,10 +73,12 @@ type assessment struct {
 
 func (a *assessment) add(f Finding) { a.found = append(a.found, f) }
 
-func (a *assessment) threshold() time.Duration { return dur(a.r.Projection.ThresholdSeconds) }
+func (a *assessment) threshold() time.Duration {
+	return format.Seconds(a.r.Projection.ThresholdSeconds)
+}
 
 func (a *assessment) requestTimeout() time.Duration {
-	return dur(a.r.Projection.RuntimeRequestTimeoutSeconds)
+	return format.Seconds(a.r.Projection.RuntimeRequestTimeoutSeconds)
 }
 
 func (a *assessment) unreachable() {
@@ -131,9 +134,9 @@ func (a *assessment) lists() {
 	for _, l := range a.r.Lists {
 		name := rpcName(l.Operation)
 		share := float64(l.Bytes) / float64(l.LimitBytes)
-		sizeEv := fmt.Sprintf("%s answers %s for %d items: %.1f%% of the kubelet's %s limit", name, formatBytes(l.Bytes), l.Items, 100*share, formatBytes(l.LimitBytes))
+		sizeEv := fmt.Sprintf("%s answers %s for %d items: %.1f%% of the kubelet's %s limit", name, format.Bytes(l.Bytes), l.Items, 100*share, format.Bytes(l.LimitBytes))
 		if l.Items == 0 && l.Bytes > 0 {
-			sizeEv = fmt.Sprintf("%s answers %s: %.1f%% of the kubelet's %s limit", name, formatBytes(l.Bytes), 100*share, formatBytes(l.LimitBytes))
+			sizeEv = fmt.Sprintf("%s answers %s: %.1f%% of the kubelet's %s limit", name, format.Bytes(l.Bytes), 100*share, format.Bytes(l.LimitBytes))
 		}
 		action := "Remove what the list carries that is dead: exited containers (crictl rm $(crictl ps -a -q --state exited)) and not-ready sandboxes (crictl rmp $(crictl pods -q --state notready)); then find why they pile up (see the dead containers finding). " +
 			"The kubelet's client cannot take more than 16 MiB; a runtime and kubelet with the streaming lists (CRIListStreaming) do not have the limit, and pleg reads up to 64 MiB and streams where it can."
@@ -193,7 +196,7 @@ func (a *assessment) hungPods() map[string]bool {
 			pods = append(pods, p)
 		}
 	}
-	timeout := dur(a.r.Inspection.CallTimeoutSeconds)
+	timeout := format.Seconds(a.r.Inspection.CallTimeoutSeconds)
 	for i, p := range pods {
 		if i == podsNamed {
 			a.add(Finding{
@@ -216,7 +219,7 @@ func (a *assessment) hungPods() map[string]bool {
 			what = fmt.Sprintf("%s of container %q", what, c.target)
 			crictl = "crictl inspect " + c.id
 		} else if c.target != "" {
-			what = fmt.Sprintf("%s of sandbox %s", what, short(c.target))
+			what = fmt.Sprintf("%s of sandbox %s", what, format.ShortID(c.target))
 		}
 		pod := p.pod
 		a.add(Finding{
@@ -273,9 +276,9 @@ func (a *assessment) slowPods(hung map[string]bool) map[string]bool {
 		pod := p.pod
 		a.add(Finding{
 			ID: "slow-pod", Severity: Warning, Pod: &pod, Operation: c.op,
-			Title: fmt.Sprintf("Pod %s is slow to inspect: %s takes %s", pod, what, formatDuration(c.took)),
+			Title: fmt.Sprintf("Pod %s is slow to inspect: %s takes %s", pod, what, format.Duration(c.took)),
 			Evidence: []string{
-				fmt.Sprintf("its inspection takes %s over %d calls; the median pod's takes %s", formatDuration(p.measured()), len(p.calls), formatDuration(median)),
+				fmt.Sprintf("its inspection takes %s over %d calls; the median pod's takes %s", format.Duration(p.measured()), len(p.calls), format.Duration(median)),
 				"every kubelet relist in which the pod changed waits for it, and so does every other pod behind it",
 			},
 			Action: "Time " + inspect + " and look at what that container does to its runtime: a busy or stuck shim, a huge log, a slow volume. " +
@@ -298,28 +301,28 @@ func (a *assessment) slowPods(hung map[string]bool) map[string]bool {
 // own finding).
 func (a *assessment) relist(hung map[string]bool) {
 	p := a.r.Projection
-	steady := dur(p.SteadySeconds)
+	steady := format.Seconds(p.SteadySeconds)
 	for _, pod := range a.r.pods {
 		if hung[pod.pod.UID] {
 			steady -= pod.kubeletCost(a.requestTimeout())
 		}
 	}
 	ev := []string{
-		fmt.Sprintf("listing %d sandboxes and %d containers takes %s", a.listItems(runtime.OpListPodSandbox), a.listItems(runtime.OpListContainers), formatDuration(dur(a.p50(runtime.OpListPodSandbox))+dur(a.p50(runtime.OpListContainers)))),
+		fmt.Sprintf("listing %d sandboxes and %d containers takes %s", a.listItems(runtime.OpListPodSandbox), a.listItems(runtime.OpListContainers), format.Duration(format.Seconds(a.p50(runtime.OpListPodSandbox))+format.Seconds(a.p50(runtime.OpListContainers)))),
 	}
-	period, alert := dur(p.PeriodSeconds), dur(p.AlertSeconds)
+	period, alert := format.Seconds(p.PeriodSeconds), format.Seconds(p.AlertSeconds)
 	switch {
 	case steady > a.threshold():
 		a.add(Finding{ID: "relist-over-threshold", Severity: Critical,
-			Title:    fmt.Sprintf("A kubelet relist takes %s even when nothing changes, past the %v threshold", formatDuration(steady), a.threshold()),
+			Title:    fmt.Sprintf("A kubelet relist takes %s even when nothing changes, past the %v threshold", format.Duration(steady), a.threshold()),
 			Evidence: ev, Action: slowRuntimeAction})
 	case steady >= alert:
 		a.add(Finding{ID: "relist-slow", Severity: Warning,
-			Title:    fmt.Sprintf("A kubelet relist takes %s even when nothing changes: KubeletPlegDurationHigh fires at %v", formatDuration(steady), alert),
+			Title:    fmt.Sprintf("A kubelet relist takes %s even when nothing changes: KubeletPlegDurationHigh fires at %v", format.Duration(steady), alert),
 			Evidence: ev, Action: slowRuntimeAction})
 	case steady > period:
 		a.add(Finding{ID: "relist-slow", Severity: Warning,
-			Title:    fmt.Sprintf("A kubelet relist takes %s, longer than its %v period", formatDuration(steady), period),
+			Title:    fmt.Sprintf("A kubelet relist takes %s, longer than its %v period", format.Duration(steady), period),
 			Evidence: append(ev, "relists run back to back and every event comes that much later"), Action: slowRuntimeAction})
 	}
 }
@@ -369,20 +372,20 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 		}
 		a.add(Finding{
 			ID: "slow-operation", Severity: Warning, Operation: op,
-			Title: fmt.Sprintf("%s is slow across pods: p99 %s", rpcName(op), formatDuration(p99)),
+			Title: fmt.Sprintf("%s is slow across pods: p99 %s", rpcName(op), format.Duration(p99)),
 			Evidence: []string{
-				fmt.Sprintf("p50 %s, p99 %s, max %s over %d calls outside the pods named above", formatDuration(p50), formatDuration(p99), formatDuration(took[len(took)-1]), len(took)),
+				fmt.Sprintf("p50 %s, p99 %s, max %s over %d calls outside the pods named above", format.Duration(p50), format.Duration(p99), format.Duration(took[len(took)-1]), len(took)),
 				"an idle containerd answers in about a millisecond",
 			},
 			Action: slowRuntimeAction,
 		})
 	}
 	for _, op := range []string{runtime.OpListPodSandbox, runtime.OpListContainers} {
-		if o := a.operation(op); o != nil && dur(o.P50Seconds) >= slowList {
+		if o := a.operation(op); o != nil && format.Seconds(o.P50Seconds) >= slowList {
 			a.add(Finding{
 				ID: "slow-operation", Severity: Warning, Operation: op,
-				Title:    fmt.Sprintf("%s is slow: p50 %s", rpcName(op), formatDuration(dur(o.P50Seconds))),
-				Evidence: []string{fmt.Sprintf("p50 %s, p99 %s over %d calls; the kubelet makes it every relist", formatDuration(dur(o.P50Seconds)), formatDuration(dur(o.P99Seconds)), o.Calls)},
+				Title:    fmt.Sprintf("%s is slow: p50 %s", rpcName(op), format.Duration(format.Seconds(o.P50Seconds))),
+				Evidence: []string{fmt.Sprintf("p50 %s, p99 %s over %d calls; the kubelet makes it every relist", format.Duration(format.Seconds(o.P50Seconds)), format.Duration(format.Seconds(o.P99Seconds)), o.Calls)},
 				Action:   slowRuntimeAction,
 			})
 		}
@@ -393,23 +396,23 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 // kubelet or runtime restart.
 func (a *assessment) tooManyPods(hung map[string]bool) {
 	p := a.r.Projection
-	worst := dur(p.KubeletWorstSeconds)
+	worst := format.Seconds(p.KubeletWorstSeconds)
 	// Hung pods have their own finding; this one is about speed.
 	for _, pod := range a.r.pods {
 		if hung[pod.pod.UID] {
 			worst -= pod.kubeletCost(a.requestTimeout())
 		}
 	}
-	if p.Pods == 0 || worst < dur(p.AlertSeconds) {
+	if p.Pods == 0 || worst < format.Seconds(p.AlertSeconds) {
 		return
 	}
 	ev := []string{
-		fmt.Sprintf("%d pods, %s each on average, one after the other", p.Pods, formatDuration(worst/time.Duration(p.Pods))),
-		fmt.Sprintf("pleg, inspecting %d at a time with a %v deadline per pod: %s", p.PlegConcurrency, dur(p.PlegInspectTimeoutSeconds), formatDuration(dur(p.PlegWorstSeconds))),
+		fmt.Sprintf("%d pods, %s each on average, one after the other", p.Pods, format.Duration(worst/time.Duration(p.Pods))),
+		fmt.Sprintf("pleg, inspecting %d at a time with a %v deadline per pod: %s", p.PlegConcurrency, format.Seconds(p.PlegInspectTimeoutSeconds), format.Duration(format.Seconds(p.PlegWorstSeconds))),
 	}
 	f := Finding{
 		ID: "too-many-pods", Severity: Info,
-		Title:    fmt.Sprintf("A kubelet relist in which every pod changed would take %s", formatDuration(worst)),
+		Title:    fmt.Sprintf("A kubelet relist in which every pod changed would take %s", format.Duration(worst)),
 		Evidence: ev,
 		Action: "Fewer pods per node (the kubelet's --max-pods), a faster runtime, or fewer calls per pod: every container, exited ones included, costs a status call. " +
 			"pleg inspects pods in parallel.",
@@ -432,7 +435,7 @@ func (a *assessment) deadContainers() {
 	if total := w.ContainersRunning + w.ContainersExited + w.ContainersCreated + w.ContainersUnknown; total > 0 {
 		for _, l := range a.r.Lists {
 			if l.Operation == runtime.OpListContainers && l.Bytes > 0 {
-				ev = append(ev, fmt.Sprintf("they make about %s of the %s ListContainers answer the kubelet reads every second", formatBytes(l.Bytes*w.ContainersExited/total), formatBytes(l.Bytes)))
+				ev = append(ev, fmt.Sprintf("they make about %s of the %s ListContainers answer the kubelet reads every second", format.Bytes(l.Bytes*w.ContainersExited/total), format.Bytes(l.Bytes)))
 			}
 		}
 	}
@@ -538,7 +541,7 @@ func (a *assessment) daemon() {
 	case !d.Healthy:
 		ev := []string{d.URL + "/healthz: " + d.Health}
 		if d.RelistRunningSeconds > 0 {
-			ev = append(ev, fmt.Sprintf("a relist has been running for %s", formatDuration(dur(d.RelistRunningSeconds))))
+			ev = append(ev, fmt.Sprintf("a relist has been running for %s", format.Duration(format.Seconds(d.RelistRunningSeconds))))
 		}
 		a.add(Finding{
 			ID: "daemon-unhealthy", Severity: Critical,
@@ -554,11 +557,11 @@ func (a *assessment) daemon() {
 			Action:   "Check that the daemon serves /metrics.",
 		})
 	}
-	if alert := dur(a.r.Projection.AlertSeconds); dur(d.RelistP99Seconds) >= alert {
+	if alert := format.Seconds(a.r.Projection.AlertSeconds); format.Seconds(d.RelistP99Seconds) >= alert {
 		a.add(Finding{
 			ID: "daemon-relist-slow", Severity: Warning,
-			Title:    fmt.Sprintf("The pleg daemon's relists take %s at p99", formatDuration(dur(d.RelistP99Seconds))),
-			Evidence: []string{fmt.Sprintf("%d relists, p50 %s, p99 %s, estimated from kubelet_pleg_relist_duration_seconds", d.Relists, formatDuration(dur(d.RelistP50Seconds)), formatDuration(dur(d.RelistP99Seconds)))},
+			Title:    fmt.Sprintf("The pleg daemon's relists take %s at p99", format.Duration(format.Seconds(d.RelistP99Seconds))),
+			Evidence: []string{fmt.Sprintf("%d relists, p50 %s, p99 %s, estimated from kubelet_pleg_relist_duration_seconds", d.Relists, format.Duration(format.Seconds(d.RelistP50Seconds)), format.Duration(format.Seconds(d.RelistP99Seconds)))},
 			Action:   slowRuntimeAction,
 		})
 	}
@@ -597,58 +600,4 @@ func rpcName(op string) string {
 		return "ContainerStatus"
 	}
 	return op
-}
-
-// short shortens a runtime ID as crictl does.
-func short(id string) string {
-	if len(id) > 13 {
-		return id[:13]
-	}
-	return id
-}
-
-func dur(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-// formatDuration prints a duration with three significant digits.
-func formatDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0s"
-	// Each unit up to what would round to a thousand of it, or a minute.
-	case d < 999500*time.Nanosecond:
-		return sig3(float64(d)/float64(time.Microsecond)) + "µs"
-	case d < 999500*time.Microsecond:
-		return sig3(float64(d)/float64(time.Millisecond)) + "ms"
-	case d < 59500*time.Millisecond:
-		return sig3(d.Seconds()) + "s"
-	}
-	return d.Round(time.Second).String()
-}
-
-// sig3 prints v, below 1000, with three significant digits, trailing
-// zeros dropped.
-func sig3(v float64) string {
-	decimals := 2
-	switch {
-	case v >= 99.95:
-		decimals = 0
-	case v >= 9.995:
-		decimals = 1
-	}
-	s := strconv.FormatFloat(v, 'f', decimals, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
-}
-
-// formatBytes prints a size in binary units.
-func formatBytes(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 }

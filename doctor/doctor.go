@@ -9,6 +9,11 @@
 // calls Version, Status, the list and status RPCs and opens the event
 // stream, nothing else. It keeps to a time budget, so that a hung runtime
 // is diagnosed rather than waited for.
+//
+// Where each part lives: the collection (what is asked and timed) in
+// collect.go, summarize.go and daemon.go; the rules (what the figures mean,
+// the findings and the verdict) in assess.go; the report's types in
+// report.go. Package render writes a report as text, JSON or HTML.
 package doctor
 
 import (

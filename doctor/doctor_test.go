@@ -13,13 +13,15 @@ import (
 // One pod whose ContainerStatus takes 300 ms: the doctor names that pod and
 // that operation first, and does not blame the operation everywhere.
 func TestSlowPodIsNamedFirst(t *testing.T) {
-	s, client := startSim(t, sim.Options{Pods: 20, Containers: 2, Seed: 3})
+	// An idle runtime: every status call takes a millisecond.
+	idle := sim.LatencyModel{runtime.OpContainerStatus: {P50: time.Millisecond}, runtime.OpPodSandboxStatus: {P50: time.Millisecond}}
+	s, client, clk := virtualSim(t, sim.Options{Pods: 20, Containers: 2, Seed: 3, Latency: idle})
 	uids := podUIDs(t, client)
 	slow := uids[7]
 	if err := s.SetFaults(sim.Faults{SlowPod: map[string]time.Duration{slow: 300 * time.Millisecond}}); err != nil {
 		t.Fatal(err)
 	}
-	r := diagnose(t, client, Options{Endpoint: s.Endpoint()})
+	r := diagnose(t, client, Options{Endpoint: s.Endpoint(), Clock: clk})
 
 	if len(r.Findings) == 0 {
 		t.Fatal("no findings")
@@ -55,9 +57,9 @@ func TestSlowPodIsNamedFirst(t *testing.T) {
 // 20,000 exited containers: the doctor flags the dead containers and a
 // ListContainers answer near the kubelet's 16 MiB limit.
 func TestDeadContainersAndListSize(t *testing.T) {
-	s, client := startSim(t, sim.Options{Pods: 200, Containers: 1, Exited: 100})
+	s, client, clk := virtualSim(t, sim.Options{Pods: 200, Containers: 1, Exited: 100})
 	// Counting needs the lists, not every pod's 101 status calls.
-	r := diagnose(t, client, Options{Endpoint: s.Endpoint(), Sample: 20, ListSamples: 2})
+	r := diagnose(t, client, Options{Endpoint: s.Endpoint(), Sample: 20, ListSamples: 2, Clock: clk})
 
 	if r.Workload.ContainersExited != 20_000 || r.Workload.ContainersRunning != 200 || r.Workload.Pods != 200 {
 		t.Fatalf("workload %+v", r.Workload)
@@ -87,8 +89,10 @@ func TestDeadContainersAndListSize(t *testing.T) {
 // Past the limit the kubelet can never relist: unhealthy. The streamed
 // lists still show what the runtime holds.
 func TestListOverTheLimit(t *testing.T) {
-	s, client := startSim(t, sim.Options{Pods: 5, Containers: 2, Faults: sim.Faults{OversizeLists: true}})
-	r := diagnose(t, client, Options{Endpoint: s.Endpoint(), ListSamples: 1})
+	s, client, clk := virtualSim(t, sim.Options{Pods: 5, Containers: 2, Faults: sim.Faults{OversizeLists: true}})
+	// Lists over 16 MiB take seconds on a busy machine: a budget that
+	// leaves no pod out whatever the load.
+	r := diagnose(t, client, Options{Endpoint: s.Endpoint(), ListSamples: 1, Budget: time.Hour, Clock: clk})
 
 	if r.Verdict != Unhealthy {
 		t.Errorf("verdict %s, want %s", r.Verdict, Unhealthy)
@@ -162,8 +166,8 @@ func TestUnreachableRuntime(t *testing.T) {
 
 // A runtime that is fine: healthy, and the figures match what it holds.
 func TestHealthyRuntime(t *testing.T) {
-	s, client := startSim(t, sim.Options{Pods: 12, Containers: 3, Exited: 1})
-	r := diagnose(t, client, Options{Endpoint: s.Endpoint()})
+	s, client, clk := virtualSim(t, sim.Options{Pods: 12, Containers: 3, Exited: 1})
+	r := diagnose(t, client, Options{Endpoint: s.Endpoint(), Clock: clk})
 
 	if r.Verdict != Healthy || len(r.Findings) != 0 {
 		t.Fatalf("verdict %s, findings %+v", r.Verdict, r.Findings)
@@ -218,8 +222,8 @@ func TestEventStreamSupport(t *testing.T) {
 		{"CRI-O without pod events", sim.Options{Pods: 1, Containers: 1, Events: sim.EventsOff}, "the stream ends at once"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, client := startSim(t, tc.opts)
-			r := diagnose(t, client, Options{Endpoint: s.Endpoint()})
+			s, client, clk := virtualSim(t, tc.opts)
+			r := diagnose(t, client, Options{Endpoint: s.Endpoint(), Clock: clk})
 			if p := r.Support.ContainerEvents; p.Availability != Unsupported || p.Detail != tc.detail {
 				t.Errorf("events %+v", p)
 			}
@@ -233,8 +237,8 @@ func TestEventStreamSupport(t *testing.T) {
 // With --sample, pods are picked across the node and the projection
 // scaled to all of them.
 func TestSample(t *testing.T) {
-	s, client := startSim(t, sim.Options{Pods: 10, Containers: 1})
-	r := diagnose(t, client, Options{Endpoint: s.Endpoint(), Sample: 4})
+	s, client, clk := virtualSim(t, sim.Options{Pods: 10, Containers: 1})
+	r := diagnose(t, client, Options{Endpoint: s.Endpoint(), Sample: 4, Clock: clk})
 	if r.Inspection.Pods != 4 || r.Inspection.Planned != 4 || !r.Projection.Extrapolated {
 		t.Fatalf("inspection %+v, projection %+v", r.Inspection, r.Projection)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/doctor/render"
 )
 
 // exitStatus is an error that only sets the exit status: the command has
@@ -95,14 +96,14 @@ Exit status:
 				return err
 			}
 			if htmlFile != "" {
-				if err := writeFile(htmlFile, report.WriteHTML); err != nil {
+				if err := writeFile(htmlFile, func(w io.Writer) error { return render.HTML(w, report) }); err != nil {
 					return fmt.Errorf("--html: %w", err)
 				}
 			}
 			if output == "json" {
-				err = report.WriteJSON(g.stdout)
+				err = render.JSON(g.stdout, report)
 			} else {
-				err = report.WriteText(g.stdout)
+				err = render.Text(g.stdout, report)
 			}
 			if err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/doctor/render"
 	"github.com/plegkit/pleg/internal/runtimetest"
 	"github.com/plegkit/pleg/runtime/cri"
 )
@@ -37,7 +38,7 @@ func TestDoctorOnRuntime(t *testing.T) {
 		r, err := doctor.Diagnose(ctx(t), rt.Client(), doctor.Options{Endpoint: in.Endpoint, Budget: 30 * time.Second})
 		must(t, err)
 		var text bytes.Buffer
-		must(t, r.WriteText(&text))
+		must(t, render.Text(&text, r))
 		t.Logf("%s:\n%s", in.Spec, text.String())
 
 		if r.Verdict != doctor.Healthy {

@@ -1,4 +1,4 @@
-package doctor
+package render
 
 import (
 	"encoding/json"
@@ -6,26 +6,29 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/doctor/internal/format"
 )
 
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
+// JSON writes the report as indented JSON.
+func JSON(w io.Writer, r *doctor.Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
 
 // verdictLine is the verdict as the first line of a report says it.
-func (r *Report) verdictLine() string {
-	counts := map[Severity]int{}
+func verdictLine(r *doctor.Report) string {
+	counts := map[doctor.Severity]int{}
 	for _, f := range r.Findings {
 		counts[f.Severity]++
 	}
 	var parts []string
-	for _, s := range []Severity{Critical, Warning, Info} {
+	for _, s := range []doctor.Severity{doctor.Critical, doctor.Warning, doctor.Info} {
 		if n := counts[s]; n > 0 {
 			word := string(s)
-			if n > 1 && s != Info {
+			if n > 1 && s != doctor.Info {
 				word += "s"
 			}
 			parts = append(parts, fmt.Sprintf("%d %s", n, word))
@@ -38,7 +41,7 @@ func (r *Report) verdictLine() string {
 }
 
 // runtimeLine names the runtime.
-func (r *Report) runtimeLine() string {
+func runtimeLine(r *doctor.Report) string {
 	rt := r.Runtime
 	if !rt.Reachable {
 		return "not answering"
@@ -50,12 +53,12 @@ func (r *Report) runtimeLine() string {
 	return s
 }
 
-// WriteText writes the report for a terminal: the verdict and findings
-// first, the figures after.
-func (r *Report) WriteText(out io.Writer) error {
+// Text writes the report for a terminal: the verdict and findings first,
+// the figures after.
+func Text(out io.Writer, r *doctor.Report) error {
 	w := &errWriter{w: out}
 	w.printf("pleg doctor: %s\n", r.Endpoint)
-	w.printf("Verdict: %s\n", r.verdictLine())
+	w.printf("Verdict: %s\n", verdictLine(r))
 
 	if len(r.Findings) > 0 {
 		w.printf("\nFindings\n")
@@ -70,7 +73,7 @@ func (r *Report) WriteText(out io.Writer) error {
 
 	w.printf("\nRuntime\n")
 	tw := w.table()
-	fmt.Fprintf(tw, "  runtime\t%s\n", r.runtimeLine())
+	fmt.Fprintf(tw, "  runtime\t%s\n", runtimeLine(r))
 	if r.Runtime.Error != "" {
 		fmt.Fprintf(tw, "  error\t%s\n", r.Runtime.Error)
 	}
@@ -95,7 +98,7 @@ func (r *Report) WriteText(out io.Writer) error {
 		fmt.Fprintf(tw, "  OPERATION\tCALLS\tP50\tP90\tP99\tMAX\tERRORS\tTIMEOUTS\n")
 		for _, o := range r.Operations {
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", o.Name, o.Calls,
-				formatDuration(dur(o.P50Seconds)), formatDuration(dur(o.P90Seconds)), formatDuration(dur(o.P99Seconds)), formatDuration(dur(o.MaxSeconds)), o.Errors, o.Timeouts)
+				format.Duration(format.Seconds(o.P50Seconds)), format.Duration(format.Seconds(o.P90Seconds)), format.Duration(format.Seconds(o.P99Seconds)), format.Duration(format.Seconds(o.MaxSeconds)), o.Errors, o.Timeouts)
 		}
 		w.flush(tw)
 	}
@@ -109,7 +112,7 @@ func (r *Report) WriteText(out io.Writer) error {
 				fmt.Fprintf(tw, "  %s\t-\t-\t%s\n", l.Operation, l.Error)
 				continue
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%.1f%% of %s\n", l.Operation, l.Items, formatBytes(l.Bytes), 100*float64(l.Bytes)/float64(l.LimitBytes), formatBytes(l.LimitBytes))
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%.1f%% of %s\n", l.Operation, l.Items, format.Bytes(l.Bytes), 100*float64(l.Bytes)/float64(l.LimitBytes), format.Bytes(l.LimitBytes))
 		}
 		w.flush(tw)
 	}
@@ -131,20 +134,20 @@ func (r *Report) WriteText(out io.Writer) error {
 		w.flush(tw)
 
 		in := r.Inspection
-		w.printf("\nInspection: %d of %d pods, %d at a time, %s per call at most", in.Pods, r.Workload.Pods, in.Concurrency, formatDuration(dur(in.CallTimeoutSeconds)))
+		w.printf("\nInspection: %d of %d pods, %d at a time, %s per call at most", in.Pods, r.Workload.Pods, in.Concurrency, format.Duration(format.Seconds(in.CallTimeoutSeconds)))
 		if in.StoppedEarly != "" {
 			w.printf("; stopped early: %s", in.StoppedEarly)
 		}
 		w.printf("\n")
 		if in.SlowestOperation != "" {
 			w.printf("  slowest operation: %s, p99 %s, %.0f%% of the inspection's time\n", in.SlowestOperation,
-				formatDuration(dur(r.operationP99(in.SlowestOperation))), 100*in.SlowestOperationShare)
+				format.Duration(format.Seconds(operationP99(r, in.SlowestOperation))), 100*in.SlowestOperationShare)
 		}
 		if len(in.SlowestPods) > 0 {
 			tw = w.table()
 			fmt.Fprintf(tw, "  SLOWEST PODS\tTIME\tCALLS\tSLOWEST CALL\n")
 			for _, p := range in.SlowestPods {
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", p.Pod, formatDuration(dur(p.Seconds)), p.Calls, slowestCall(p))
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", p.Pod, format.Duration(format.Seconds(p.Seconds)), p.Calls, slowestCall(p))
 			}
 			w.flush(tw)
 		}
@@ -152,22 +155,22 @@ func (r *Report) WriteText(out io.Writer) error {
 			tw = w.table()
 			fmt.Fprintf(tw, "  SLOWEST CONTAINERS\tCONTAINER ID\tSTATUS TIME\n")
 			for _, c := range in.SlowestContainers {
-				t := formatDuration(dur(c.Seconds))
+				t := format.Duration(format.Seconds(c.Seconds))
 				if c.Error != "" {
 					t += " (" + c.Error + ")"
 				}
-				fmt.Fprintf(tw, "  %s %s\t%s\t%s\n", c.Pod, c.Name, short(c.ID), t)
+				fmt.Fprintf(tw, "  %s %s\t%s\t%s\n", c.Pod, c.Name, format.ShortID(c.ID), t)
 			}
 			w.flush(tw)
 		}
 
 		p := r.Projection
 		w.printf("\nRelist projection (period %s, threshold %s, alert at %s)\n",
-			formatDuration(dur(p.PeriodSeconds)), formatDuration(dur(p.ThresholdSeconds)), formatDuration(dur(p.AlertSeconds)))
+			format.Duration(format.Seconds(p.PeriodSeconds)), format.Duration(format.Seconds(p.ThresholdSeconds)), format.Duration(format.Seconds(p.AlertSeconds)))
 		tw = w.table()
-		fmt.Fprintf(tw, "  kubelet, nothing changed\t%s\n", formatDuration(dur(p.SteadySeconds)))
-		fmt.Fprintf(tw, "  kubelet, every pod changed, one by one\t%s\n", formatDuration(dur(p.KubeletWorstSeconds)))
-		fmt.Fprintf(tw, "  pleg, every pod changed, %d at a time\t%s\n", p.PlegConcurrency, formatDuration(dur(p.PlegWorstSeconds)))
+		fmt.Fprintf(tw, "  kubelet, nothing changed\t%s\n", format.Duration(format.Seconds(p.SteadySeconds)))
+		fmt.Fprintf(tw, "  kubelet, every pod changed, one by one\t%s\n", format.Duration(format.Seconds(p.KubeletWorstSeconds)))
+		fmt.Fprintf(tw, "  pleg, every pod changed, %d at a time\t%s\n", p.PlegConcurrency, format.Duration(format.Seconds(p.PlegWorstSeconds)))
 		w.flush(tw)
 		if p.Extrapolated {
 			w.printf("  (extrapolated from %d of %d pods)\n", r.Inspection.Pods, p.Pods)
@@ -186,19 +189,19 @@ func (r *Report) WriteText(out io.Writer) error {
 		if d.Relists > 0 {
 			fmt.Fprintf(tw, "  mode\t%s\n", d.Mode)
 			fmt.Fprintf(tw, "  relists\t%d, p50 %s, p99 %s; last good one %s ago\n", d.Relists,
-				formatDuration(dur(d.RelistP50Seconds)), formatDuration(dur(d.RelistP99Seconds)), formatDuration(dur(d.LastSeenSecondsAgo)))
+				format.Duration(format.Seconds(d.RelistP50Seconds)), format.Duration(format.Seconds(d.RelistP99Seconds)), format.Duration(format.Seconds(d.LastSeenSecondsAgo)))
 		}
 		if d.RelistRunningSeconds > 0 {
-			fmt.Fprintf(tw, "  running relist\t%s so far\n", formatDuration(dur(d.RelistRunningSeconds)))
+			fmt.Fprintf(tw, "  running relist\t%s so far\n", format.Duration(format.Seconds(d.RelistRunningSeconds)))
 		}
 		w.flush(tw)
 	}
 
-	w.printf("\nDiagnosed in %s of a %s budget.\n", formatDuration(dur(r.DurationSeconds)), formatDuration(dur(r.BudgetSeconds)))
+	w.printf("\nDiagnosed in %s of a %s budget.\n", format.Duration(format.Seconds(r.DurationSeconds)), format.Duration(format.Seconds(r.BudgetSeconds)))
 	return w.err
 }
 
-func (r *Report) operationP99(name string) float64 {
+func operationP99(r *doctor.Report, name string) float64 {
 	for _, o := range r.Operations {
 		if o.Name == name {
 			return o.P99Seconds
@@ -207,12 +210,12 @@ func (r *Report) operationP99(name string) float64 {
 	return 0
 }
 
-func slowestCall(p PodTiming) string {
+func slowestCall(p doctor.PodTiming) string {
 	s := p.SlowestOperation
 	if p.SlowestContainer != "" {
 		s += " " + p.SlowestContainer
 	}
-	s += " " + formatDuration(dur(p.SlowestSeconds))
+	s += " " + format.Duration(format.Seconds(p.SlowestSeconds))
 	if p.Hung {
 		s += " (no answer)"
 	} else if p.Error != "" {

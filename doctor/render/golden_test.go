@@ -1,8 +1,9 @@
-package doctor
+package render
 
 import (
 	"bytes"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/runtime/cri"
 	"github.com/plegkit/pleg/sim"
+	"github.com/plegkit/pleg/sim/simtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -35,17 +41,31 @@ func (c *steppingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t)
 
 // goldenReport diagnoses a seeded simulator with a hung pod, exited
 // containers and no event stream.
-func goldenReport(t *testing.T) *Report {
+func goldenReport(t *testing.T) *doctor.Report {
 	t.Helper()
-	s, client := startSim(t, sim.Options{Pods: 4, Containers: 2, Exited: 3, Seed: 42})
-	if err := s.SetFaults(sim.Faults{HangPod: podUIDs(t, client)[1], EventsUnimplemented: true}); err != nil {
+	s := simtest.Start(t, sim.Options{Pods: 4, Containers: 2, Exited: 3, Seed: 42})
+	rt, err := cri.New(cri.Options{Endpoint: s.Endpoint(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return diagnose(t, client, Options{
+	t.Cleanup(func() { rt.Close() })
+	client := rt.Client()
+	sandboxes, err := client.ListPodSandbox(t.Context(), &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFaults(sim.Faults{HangPod: sandboxes.GetItems()[1].GetMetadata().GetUid(), EventsUnimplemented: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := doctor.Diagnose(t.Context(), client, doctor.Options{
 		Endpoint: "unix:///run/pleg-sim.sock",
 		Budget:   4 * time.Second,
 		Clock:    &steppingClock{now: time.Date(2026, 11, 21, 3, 0, 0, 0, time.UTC)},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func golden(t *testing.T, name string, got []byte) {
@@ -62,17 +82,17 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./doctor -run %s -update to accept):\n%s", name, t.Name(), got)
+		t.Errorf("%s differs from the golden file (go test ./doctor/render -run %s -update to accept):\n%s", name, t.Name(), got)
 	}
 }
 
 func TestGoldenReports(t *testing.T) {
 	r := goldenReport(t)
 	var text, js bytes.Buffer
-	if err := r.WriteText(&text); err != nil {
+	if err := Text(&text, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteJSON(&js); err != nil {
+	if err := JSON(&js, r); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "report.txt", text.Bytes())
@@ -87,7 +107,7 @@ func TestHTMLIsSelfContained(t *testing.T) {
 	r.Inspection.SlowestPods[0].Pod.Name = `<script>alert("pod")</script>`
 	r.Findings[0].Title = `<img src=x onerror=alert(1)>`
 	var page bytes.Buffer
-	if err := r.WriteHTML(&page); err != nil {
+	if err := HTML(&page, r); err != nil {
 		t.Fatal(err)
 	}
 	html := page.String()

@@ -1,18 +1,21 @@
-package doctor
+package render
 
 import (
 	_ "embed"
 	"html/template"
 	"io"
 	"time"
+
+	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/doctor/internal/format"
 )
 
 //go:embed report.html.tmpl
 var pageTemplate string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"duration": func(s float64) string { return formatDuration(dur(s)) },
-	"bytes":    formatBytes,
+	"duration": func(s float64) string { return format.Duration(format.Seconds(s)) },
+	"bytes":    format.Bytes,
 	"percent": func(part, whole int) float64 {
 		if whole == 0 {
 			return 0
@@ -20,7 +23,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		return 100 * float64(part) / float64(whole)
 	},
 	"percentOf":   func(share float64) float64 { return 100 * share },
-	"short":       short,
+	"short":       format.ShortID,
 	"slowestCall": slowestCall,
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"add":         func(a, b int) int { return a + b },
@@ -28,7 +31,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 
 // htmlView is what the page template reads: the report and its charts.
 type htmlView struct {
-	*Report
+	*doctor.Report
 	VerdictLine     string
 	RuntimeLine     string
 	ProjectionChart template.HTML
@@ -36,13 +39,13 @@ type htmlView struct {
 	PodsChart       template.HTML
 }
 
-// WriteHTML writes the report as one self-contained page: styles and
-// charts inline, nothing fetched.
-func (r *Report) WriteHTML(w io.Writer) error {
+// HTML writes the report as one self-contained page: styles and charts
+// inline, nothing fetched.
+func HTML(w io.Writer, r *doctor.Report) error {
 	v := htmlView{
 		Report:       r,
-		VerdictLine:  r.verdictLine(),
-		RuntimeLine:  r.runtimeLine(),
+		VerdictLine:  verdictLine(r),
+		RuntimeLine:  runtimeLine(r),
 		LatencyChart: latencyChart(r.Operations),
 		PodsChart:    podsChart(r.Inspection.SlowestPods),
 	}

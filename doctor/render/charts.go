@@ -1,4 +1,4 @@
-package doctor
+package render
 
 import (
 	"fmt"
@@ -6,6 +6,9 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/doctor/internal/format"
 )
 
 // The charts are inline SVG drawn here, so that the page needs nothing
@@ -46,7 +49,7 @@ func (a logAxis) ticks(b *strings.Builder, top, bottom float64) {
 		d := time.Duration(math.Pow(10, e) * float64(time.Second))
 		x := a.x(d)
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="grid"/>`, x, top, x, bottom)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, x, bottom+16, formatDuration(d))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, x, bottom+16, format.Duration(d))
 	}
 }
 
@@ -67,17 +70,17 @@ func svg(height float64, title string, body string) template.HTML {
 
 // projectionChart draws the projected relists against the period, the
 // alert and the threshold.
-func projectionChart(p Projection) template.HTML {
+func projectionChart(p doctor.Projection) template.HTML {
 	bars := []struct {
 		label string
 		d     time.Duration
 		class string
 	}{
-		{"kubelet, nothing changed", dur(p.SteadySeconds), "kubelet"},
-		{"kubelet, every pod changed", dur(p.KubeletWorstSeconds), "kubelet"},
-		{"pleg, every pod changed", dur(p.PlegWorstSeconds), "pleg"},
+		{"kubelet, nothing changed", format.Seconds(p.SteadySeconds), "kubelet"},
+		{"kubelet, every pod changed", format.Seconds(p.KubeletWorstSeconds), "kubelet"},
+		{"pleg, every pod changed", format.Seconds(p.PlegWorstSeconds), "pleg"},
 	}
-	threshold := dur(p.ThresholdSeconds)
+	threshold := format.Seconds(p.ThresholdSeconds)
 	longest := threshold
 	shortest := time.Duration(math.MaxInt64)
 	for _, b := range bars {
@@ -96,23 +99,23 @@ func projectionChart(p Projection) template.HTML {
 		x := axis.x(bar.d)
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="label">%s</text>`, labelWidth-10, y+19, esc(bar.label))
 		fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%.1f" height="18" class="bar %s"/>`, labelWidth, y+6, max(x-labelWidth, 1), bar.class)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="value">%s</text>`, x+6, y+19, formatDuration(bar.d))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="value">%s</text>`, x+6, y+19, format.Duration(bar.d))
 	}
-	axis.marker(&b, dur(p.PeriodSeconds), "period "+formatDuration(dur(p.PeriodSeconds)), "period", top, bottom)
-	axis.marker(&b, dur(p.AlertSeconds), "alert "+formatDuration(dur(p.AlertSeconds)), "alert", top, bottom)
-	axis.marker(&b, threshold, "threshold "+formatDuration(threshold), "threshold", top, bottom)
+	axis.marker(&b, format.Seconds(p.PeriodSeconds), "period "+format.Duration(format.Seconds(p.PeriodSeconds)), "period", top, bottom)
+	axis.marker(&b, format.Seconds(p.AlertSeconds), "alert "+format.Duration(format.Seconds(p.AlertSeconds)), "alert", top, bottom)
+	axis.marker(&b, threshold, "threshold "+format.Duration(threshold), "threshold", top, bottom)
 	return svg(bottom+axisHeight, "Projected relist durations", b.String())
 }
 
 // latencyChart draws each operation's spread: min to max as a line, p50
 // to p99 as a box, p50 as a tick.
-func latencyChart(ops []Operation) template.HTML {
+func latencyChart(ops []doctor.Operation) template.HTML {
 	if len(ops) == 0 {
 		return ""
 	}
 	lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
 	for _, o := range ops {
-		lo, hi = min(lo, dur(o.MinSeconds)), max(hi, dur(o.MaxSeconds))
+		lo, hi = min(lo, format.Seconds(o.MinSeconds)), max(hi, format.Seconds(o.MaxSeconds))
 	}
 	axis := newLogAxis(lo, hi)
 	top := 10.0
@@ -121,8 +124,8 @@ func latencyChart(ops []Operation) template.HTML {
 	axis.ticks(&b, top, bottom)
 	for i, o := range ops {
 		y := top + float64(i)*rowHeight + rowHeight/2
-		xMin, xMax := axis.x(dur(o.MinSeconds)), axis.x(dur(o.MaxSeconds))
-		x50, x99 := axis.x(dur(o.P50Seconds)), axis.x(dur(o.P99Seconds))
+		xMin, xMax := axis.x(format.Seconds(o.MinSeconds)), axis.x(format.Seconds(o.MaxSeconds))
+		x50, x99 := axis.x(format.Seconds(o.P50Seconds)), axis.x(format.Seconds(o.P99Seconds))
 		class := "op"
 		if o.Timeouts > 0 || o.Errors > 0 {
 			class = "op failing"
@@ -130,21 +133,21 @@ func latencyChart(ops []Operation) template.HTML {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="label">%s</text>`, labelWidth-10, y+4, esc(o.Name))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="whisker"/>`, xMin, y, xMax, y)
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="14" class="%s"><title>%s: p50 %s, p90 %s, p99 %s, max %s over %d calls</title></rect>`,
-			x50, y-7, max(x99-x50, 2), class, esc(o.Name), formatDuration(dur(o.P50Seconds)), formatDuration(dur(o.P90Seconds)),
-			formatDuration(dur(o.P99Seconds)), formatDuration(dur(o.MaxSeconds)), o.Calls)
+			x50, y-7, max(x99-x50, 2), class, esc(o.Name), format.Duration(format.Seconds(o.P50Seconds)), format.Duration(format.Seconds(o.P90Seconds)),
+			format.Duration(format.Seconds(o.P99Seconds)), format.Duration(format.Seconds(o.MaxSeconds)), o.Calls)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="median"/>`, x50, y-9, x50, y+9)
 	}
 	return svg(bottom+axisHeight, "Latency per operation", b.String())
 }
 
 // podsChart draws the slowest pods' inspection times on a linear scale.
-func podsChart(pods []PodTiming) template.HTML {
+func podsChart(pods []doctor.PodTiming) template.HTML {
 	if len(pods) == 0 {
 		return ""
 	}
-	longest := dur(pods[0].Seconds)
+	longest := format.Seconds(pods[0].Seconds)
 	for _, p := range pods {
-		longest = max(longest, dur(p.Seconds))
+		longest = max(longest, format.Seconds(p.Seconds))
 	}
 	// Room on the right for the value and the slowest call.
 	span := float64(chartWidth - labelWidth - 340)
@@ -154,7 +157,7 @@ func podsChart(pods []PodTiming) template.HTML {
 		y := top + float64(i)*rowHeight
 		w := 1.0
 		if longest > 0 {
-			w = max(span*float64(dur(p.Seconds))/float64(longest), 1)
+			w = max(span*float64(format.Seconds(p.Seconds))/float64(longest), 1)
 		}
 		class := "bar pod"
 		note := slowestCall(p)
@@ -163,7 +166,7 @@ func podsChart(pods []PodTiming) template.HTML {
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="label">%s</text>`, labelWidth-10, y+19, esc(truncate(p.Pod.String(), 34)))
 		fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%.1f" height="18" class="%s"><title>%s</title></rect>`, labelWidth, y+6, w, class, esc(p.Pod.String()+": "+note))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="value">%s</text>`, float64(labelWidth)+w+6, y+19, esc(formatDuration(dur(p.Seconds))+" — "+note))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="value">%s</text>`, float64(labelWidth)+w+6, y+19, esc(format.Duration(format.Seconds(p.Seconds))+" — "+note))
 	}
 	return svg(top+float64(len(pods))*rowHeight+8, "Slowest pods", b.String())
 }
