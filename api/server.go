@@ -530,10 +530,10 @@ func parseEventQuery(r *http.Request, maxValues int) (eventQuery, error) {
 	return q, nil
 }
 
-// ClientKey names the client of r for the per-client stream cap: its IP
+// clientKey names the client of r for the per-client stream cap: its IP
 // address, or "local" for a unix socket, whose mode and group decide who
 // may connect at all.
-func ClientKey(r *http.Request) string {
+func clientKey(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil || host == "" {
 		return "local"
@@ -580,7 +580,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	client := ClientKey(r)
+	client := clientKey(r)
 	release, refusal := s.acquireStream(client)
 	if release == nil {
 		writeError(w, http.StatusTooManyRequests, "%s", refusal)

@@ -332,3 +332,29 @@ basic_auth_users:
 		t.Error("New with a web config whose files are missing succeeded")
 	}
 }
+
+// addrListener is a listener that only has an address.
+type addrListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l addrListener) Addr() net.Addr { return l.addr }
+
+// The warning at start is for a listener that faces the network.
+func TestLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want bool
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, true},
+		{&net.TCPAddr{IP: net.ParseIP("::1")}, true},
+		{&net.UnixAddr{Name: "/run/pleg/pleg.sock", Net: "unix"}, true},
+		{&net.TCPAddr{IP: net.IPv4zero}, false},
+		{&net.TCPAddr{IP: net.ParseIP("10.244.0.7")}, false},
+	} {
+		if got := loopback(addrListener{addr: tc.addr}); got != tc.want {
+			t.Errorf("loopback(%v) = %v, want %v", tc.addr, got, tc.want)
+		}
+	}
+}
