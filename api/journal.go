@@ -68,8 +68,12 @@ func (j *Journal) Last() uint64 {
 // Read returns up to max events numbered after `after`, in order; after
 // 0 asks for all the journal holds. If the ring no longer holds some of
 // the events asked for, gap is the missing range and the events start
-// after it. grew is closed when the journal next grows, for a reader with
-// nothing left to read.
+// after it. A number ahead of the latest event comes from an earlier run
+// whose clock was ahead of this one's (sequence numbers start at the
+// start time): gap then runs from after+1 to just before the oldest event
+// held, From above To, and the events are all the ring holds. grew is
+// closed when the journal next grows, for a reader with nothing left to
+// read.
 func (j *Journal) Read(after uint64, max int) (events []Event, gap *Event, grew <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -78,8 +82,14 @@ func (j *Journal) Read(after uint64, max int) (events []Event, gap *Event, grew 
 		oldest = j.next - j.size
 	}
 	from := after + 1
-	if after == 0 {
+	switch {
+	case after == 0:
 		from = j.first
+	case after >= j.next:
+		// Another run's number: this run's events are all news to the
+		// reader, and what it missed of the other run is unknown.
+		gap = &Event{Seq: oldest - 1, Type: TypeGap, From: after + 1, To: oldest - 1}
+		from = oldest
 	}
 	if from < oldest {
 		gap = &Event{Seq: oldest - 1, Type: TypeGap, From: from, To: oldest - 1}

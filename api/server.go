@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/url"
@@ -24,9 +26,14 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxStreams   = 64
-	DefaultWriteTimeout = 10 * time.Second
-	DefaultKeepAlive    = 15 * time.Second
+	DefaultMaxStreams          = 64
+	DefaultMaxStreamsPerClient = 16
+	DefaultWriteTimeout        = 10 * time.Second
+	DefaultKeepAlive           = 15 * time.Second
+	DefaultStreamIdleTimeout   = 5 * time.Minute
+	// DefaultMaxFilterValues bounds the values of one /v1/events query,
+	// all filters together.
+	DefaultMaxFilterValues = 128
 )
 
 // Cache is what the API reads of the pod cache.
@@ -38,7 +45,12 @@ type Cache interface {
 
 // Options configure a Server.
 type Options struct {
+	// Checks are the health checks of /healthz; /readyz runs them too.
 	Checks []pleg.HealthCheck
+	// Ready, if set, tells whether what the server serves is complete:
+	// /readyz fails until it holds (for the daemon, until the first relist
+	// is written to the cache). Its error says what is missing.
+	Ready func() (bool, error)
 	// Mode, if set, tells how the generator learns of changes: a short
 	// word for the X-Pleg-Mode header (generic, evented) and a line for
 	// /healthz?verbose.
@@ -54,23 +66,39 @@ type Options struct {
 	Profiling bool
 	// MaxStreams caps concurrent /v1/events streams; default 64.
 	MaxStreams int
-	// WriteTimeout cuts a stream whose client does not take a write
-	// within it; default 10 s.
+	// MaxStreamsPerClient caps the streams of one client, told by its
+	// address (every client of a unix socket counts as one); default 16.
+	MaxStreamsPerClient int
+	// MaxFilterValues caps the filter values of one /v1/events query;
+	// default 128.
+	MaxFilterValues int
+	// WriteTimeout cuts a stream, or a /v1/pods answer, whose client does
+	// not take a write within it; default 10 s.
 	WriteTimeout time.Duration
 	// KeepAlive is how often an idle stream writes something, so that
 	// proxies keep it and dead clients are found; default 15 s. An NDJSON
 	// stream writes an empty line, an SSE stream a comment.
 	KeepAlive time.Duration
-	Logger    *slog.Logger
+	// StreamIdleTimeout ends a stream that has sent no event for that
+	// long; default 5 min. A client that never reads is found only when
+	// the stream's writes fill its buffers, which keep-alives never do:
+	// this bounds how long it holds a stream. A client that resumes after
+	// its last event loses nothing.
+	StreamIdleTimeout time.Duration
+	Logger            *slog.Logger
 }
 
 // Server serves the API.
 type Server struct {
 	opts    Options
-	mux     *http.ServeMux
-	streams chan struct{} // a token per open stream
+	mux     *http.ServeMux // every path
+	probes  *http.ServeMux // health and metrics only
+	streams chan struct{}  // a token per open stream
 	closing chan struct{}
 	once    sync.Once
+
+	clientsMu sync.Mutex
+	clients   map[string]int // open streams by client
 }
 
 // NewServer returns the API over opts.
@@ -78,11 +106,20 @@ func NewServer(opts Options) *Server {
 	if opts.MaxStreams == 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
+	if opts.MaxStreamsPerClient == 0 {
+		opts.MaxStreamsPerClient = DefaultMaxStreamsPerClient
+	}
+	if opts.MaxFilterValues == 0 {
+		opts.MaxFilterValues = DefaultMaxFilterValues
+	}
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	if opts.KeepAlive == 0 {
 		opts.KeepAlive = DefaultKeepAlive
+	}
+	if opts.StreamIdleTimeout == 0 {
+		opts.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -90,12 +127,18 @@ func NewServer(opts Options) *Server {
 	s := &Server{
 		opts:    opts,
 		mux:     http.NewServeMux(),
+		probes:  http.NewServeMux(),
 		streams: make(chan struct{}, opts.MaxStreams),
 		closing: make(chan struct{}),
+		clients: map[string]int{},
 	}
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	if opts.Gatherer != nil {
-		s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	for _, mux := range []*http.ServeMux{s.mux, s.probes} {
+		mux.HandleFunc("GET /healthz", s.healthz)
+		mux.HandleFunc("GET /readyz", s.readyz)
+		mux.HandleFunc("GET /livez", s.livez)
+		if opts.Gatherer != nil {
+			mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+		}
 	}
 	if opts.Profiling {
 		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -107,19 +150,59 @@ func NewServer(opts Options) *Server {
 	s.mux.HandleFunc("GET /v1/pods", s.pods)
 	s.mux.HandleFunc("GET /v1/pods/{uid}", s.pod)
 	s.mux.HandleFunc("GET /v1/events", s.events)
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such path: %s %s (try /healthz, /metrics, /v1/pods, /v1/pods/{uid}, /v1/events)", r.Method, r.URL.Path)
-	})
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: the whole API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { serve(s.mux, w, r) }
 
-// Close ends every event stream cleanly; http.Server.Shutdown waits for
-// handlers but does not end them, so call Close first (or register it
-// with RegisterOnShutdown).
+// Probes is the part of the API fit to face a network: /healthz, /readyz,
+// /livez and /metrics, for the kubelet's probes and Prometheus.
+func (s *Server) Probes() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serve(s.probes, w, r) })
+}
+
+// serve routes r on mux, answering a path that mux does not serve with a
+// JSON 404, and a method it does not serve there with a 405 and Allow.
+func serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	// Every answer is JSON, text or a stream of its declared type: no
+	// browser may guess otherwise.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if _, pattern := mux.Handler(r); pattern != "" {
+		mux.ServeHTTP(w, r)
+		return
+	}
+	get := r.Clone(r.Context())
+	get.Method = http.MethodGet
+	if _, pattern := mux.Handler(get); pattern != "" {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, "%s %s: only GET and HEAD are served here", r.Method, r.URL.Path)
+		return
+	}
+	var paths []string
+	for _, p := range []string{"/healthz", "/readyz", "/livez", "/metrics", "/v1/pods", "/v1/pods/{uid}", "/v1/events"} {
+		probe := get.Clone(get.Context())
+		probe.URL.Path = strings.Replace(p, "{uid}", "x", 1)
+		if _, pattern := mux.Handler(probe); pattern != "" {
+			paths = append(paths, p)
+		}
+	}
+	writeError(w, http.StatusNotFound, "no such path: %s %s (try %s)", r.Method, r.URL.Path, strings.Join(paths, ", "))
+}
+
+// Close ends every event stream cleanly and turns /readyz unready;
+// http.Server.Shutdown waits for handlers but does not end them, so call
+// Close first (or register it with RegisterOnShutdown).
 func (s *Server) Close() { s.once.Do(func() { close(s.closing) }) }
+
+func (s *Server) closed() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
 
 // Unhealthy returns the failures of the health checks, worded as the
 // kubelet words them.
@@ -133,9 +216,53 @@ func (s *Server) Unhealthy() []string {
 	return errs
 }
 
+// probe is one check of a health endpoint, with the word its failure
+// takes: "PLEG is not healthy: ...", "cache is not ready: ...".
+type probe struct {
+	pleg.HealthCheck
+	failed string
+}
+
 // healthz answers as the kubelet's health checks read: "ok", or the
 // failures. With ?verbose it lists every check and the mode in force.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	s.answerProbes(w, r, "healthz", s.healthChecks())
+}
+
+// readyz adds to the health checks that what is served is complete and
+// that the server is not shutting down, Kubernetes' /readyz.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	checks := s.healthChecks()
+	if s.opts.Ready != nil {
+		checks = append(checks, probe{pleg.HealthCheck{Name: "cache", Healthy: s.opts.Ready}, "ready"})
+	}
+	checks = append(checks, probe{pleg.HealthCheck{Name: "server", Healthy: func() (bool, error) {
+		if s.closed() {
+			return false, errors.New("shutting down")
+		}
+		return true, nil
+	}}, "ready"})
+	s.answerProbes(w, r, "readyz", checks)
+}
+
+// livez fails only when a restart would help: while it answers, the
+// daemon serves. A runtime that is down or slow is no reason to restart
+// the daemon, so the PLEG's health is not part of it.
+func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
+	s.answerProbes(w, r, "livez", []probe{{pleg.HealthCheck{Name: "ping", Healthy: func() (bool, error) { return true, nil }}, "live"}})
+}
+
+func (s *Server) healthChecks() []probe {
+	checks := make([]probe, 0, len(s.opts.Checks)+2)
+	for _, c := range s.opts.Checks {
+		checks = append(checks, probe{c, "healthy"})
+	}
+	return checks
+}
+
+// answerProbes runs checks and answers "ok" (200) or their failures
+// (500); with ?verbose, one line per check, the mode, and a verdict.
+func (s *Server) answerProbes(w http.ResponseWriter, r *http.Request, name string, checks []probe) {
 	verbose := false
 	for key := range r.URL.Query() {
 		if key != "verbose" {
@@ -144,6 +271,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 		verbose = true
 	}
+	if !queryParses(w, r) {
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	var word, line string
@@ -151,7 +281,18 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		word, line = s.opts.Mode()
 		w.Header().Set("X-Pleg-Mode", word)
 	}
-	errs := s.Unhealthy()
+	var b strings.Builder
+	var errs []string
+	for _, c := range checks {
+		ok, err := c.Healthy()
+		switch {
+		case ok:
+			fmt.Fprintf(&b, "[+]%s ok\n", c.Name)
+		default:
+			fmt.Fprintf(&b, "[-]%s failed: %v\n", c.Name, err)
+			errs = append(errs, fmt.Sprintf("%s is not %s: %v", c.Name, c.failed, err))
+		}
+	}
 	if len(errs) > 0 {
 		w.WriteHeader(http.StatusInternalServerError)
 	}
@@ -163,26 +304,20 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	for _, c := range s.opts.Checks {
-		if ok, err := c.Healthy(); ok {
-			fmt.Fprintf(w, "[+]%s ok\n", c.Name)
-		} else {
-			fmt.Fprintf(w, "[-]%s failed: %v\n", c.Name, err)
-		}
-	}
 	if line != "" {
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(&b, line)
 	}
 	if s.opts.Details != nil {
 		for _, l := range s.opts.Details() {
-			fmt.Fprintln(w, l)
+			fmt.Fprintln(&b, l)
 		}
 	}
 	if len(errs) > 0 {
-		fmt.Fprintln(w, "healthz check failed")
+		fmt.Fprintf(&b, "%s check failed\n", name)
 	} else {
-		fmt.Fprintln(w, "healthz check passed")
+		fmt.Fprintf(&b, "%s check passed\n", name)
 	}
+	_, _ = io.WriteString(w, b.String())
 }
 
 func (s *Server) pods(w http.ResponseWriter, r *http.Request) {
@@ -191,7 +326,23 @@ func (s *Server) pods(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = WritePodList(w, s.opts.Cache.GetAll(), s.opts.Cache.GlobalTime())
+	// The list is written as it is encoded; a client that stops taking it
+	// is cut at the write timeout, as a stream's is, instead of holding
+	// its connection and the encoder's buffers.
+	_ = WritePodList(&deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout},
+		s.opts.Cache.GetAll(), s.opts.Cache.GlobalTime())
+}
+
+// deadlineWriter gives each write to a response its own deadline.
+type deadlineWriter struct {
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	return d.w.Write(p)
 }
 
 func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
@@ -217,6 +368,16 @@ func noQuery(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// queryParses refuses a query string that does not parse: url.Query
+// drops what it cannot decode, which would turn since=%zz into no since.
+func queryParses(w http.ResponseWriter, r *http.Request) bool {
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		writeError(w, http.StatusBadRequest, "query %q does not parse: %v", r.URL.RawQuery, err)
+		return false
+	}
+	return true
+}
+
 // Filter selects events: an event passes when it matches one of the
 // values of every field that has values. A gap always passes: a client
 // must know it missed something.
@@ -227,14 +388,52 @@ type Filter struct {
 	Types      []string
 }
 
+// Match reports whether ev passes the filter. To match many events, make
+// a Matcher once.
+func (f Filter) Match(ev *Event) bool { return f.Matcher().Match(ev) }
+
+// Matcher is a Filter made into sets, for matching many events.
+type Matcher struct {
+	pods, namespaces, types set
+}
+
+type set map[string]struct{}
+
+func newSet(values []string) set {
+	if len(values) == 0 {
+		return nil
+	}
+	s := make(set, len(values))
+	for _, v := range values {
+		s[v] = struct{}{}
+	}
+	return s
+}
+
+// has reports whether any of values is in s; an empty s has everything.
+func (s set) has(values ...string) bool {
+	if s == nil {
+		return true
+	}
+	for _, v := range values {
+		if _, ok := s[v]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Matcher returns the filter as sets.
+func (f Filter) Matcher() *Matcher {
+	return &Matcher{pods: newSet(f.Pods), namespaces: newSet(f.Namespaces), types: newSet(f.Types)}
+}
+
 // Match reports whether ev passes the filter.
-func (f Filter) Match(ev *Event) bool {
+func (m *Matcher) Match(ev *Event) bool {
 	if ev.Type == TypeGap {
 		return true
 	}
-	return (len(f.Pods) == 0 || slices.Contains(f.Pods, ev.PodUID) || slices.Contains(f.Pods, ev.PodName)) &&
-		(len(f.Namespaces) == 0 || slices.Contains(f.Namespaces, ev.PodNamespace)) &&
-		(len(f.Types) == 0 || slices.Contains(f.Types, ev.Type))
+	return m.pods.has(ev.PodUID, ev.PodName) && m.namespaces.has(ev.PodNamespace) && m.types.has(ev.Type)
 }
 
 // Query is the filter as /v1/events query parameters.
@@ -267,9 +466,13 @@ func (f Filter) Validate() error {
 	return nil
 }
 
+// values counts the filter's values.
+func (f Filter) values() int { return len(f.Pods) + len(f.Namespaces) + len(f.Types) }
+
 // eventQuery is a parsed /v1/events query.
 type eventQuery struct {
-	Filter
+	*Matcher
+	f        Filter
 	since    uint64
 	hasSince bool
 	sse      bool
@@ -281,17 +484,23 @@ func EventTypes() []string {
 		string(pleg.PodSync), string(pleg.ConditionMet), TypeGap}
 }
 
-func parseEventQuery(r *http.Request, last uint64) (eventQuery, error) {
+// parseEventQuery parses a /v1/events request, with at most maxValues
+// filter values.
+func parseEventQuery(r *http.Request, maxValues int) (eventQuery, error) {
 	q := eventQuery{sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
-	values := r.URL.Query()
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return q, fmt.Errorf("query %q does not parse: %v", r.URL.RawQuery, err)
+	}
+	var f Filter
 	for key, vals := range values {
 		switch key {
 		case "pod":
-			q.Pods = append(q.Pods, vals...)
+			f.Pods = append(f.Pods, vals...)
 		case "namespace":
-			q.Namespaces = append(q.Namespaces, vals...)
+			f.Namespaces = append(f.Namespaces, vals...)
 		case "type":
-			q.Types = append(q.Types, vals...)
+			f.Types = append(f.Types, vals...)
 		case "since":
 			if len(vals) != 1 {
 				return q, errors.New("since given more than once")
@@ -300,9 +509,13 @@ func parseEventQuery(r *http.Request, last uint64) (eventQuery, error) {
 			return q, fmt.Errorf("unknown query parameter %q (want pod, namespace, type or since)", key)
 		}
 	}
-	if err := q.Validate(); err != nil {
+	if n := f.values(); n > maxValues {
+		return q, fmt.Errorf("%d filter values, more than the %d a query may have", n, maxValues)
+	}
+	if err := f.Validate(); err != nil {
 		return q, err
 	}
+	q.f, q.Matcher = f, f.Matcher()
 	since := values.Get("since")
 	if since == "" {
 		since = r.Header.Get("Last-Event-ID")
@@ -312,28 +525,68 @@ func parseEventQuery(r *http.Request, last uint64) (eventQuery, error) {
 		if err != nil {
 			return q, fmt.Errorf("since %q is not a sequence number", since)
 		}
-		if n > last {
-			return q, fmt.Errorf("since %d is ahead of the latest event, %d", n, last)
-		}
 		q.since, q.hasSince = n, true
 	}
 	return q, nil
 }
 
+// clientKey names the client of r for the per-client stream cap: its IP
+// address, or "local" for a unix socket, whose mode and group decide who
+// may connect at all.
+func clientKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil || host == "" {
+		return "local"
+	}
+	return host
+}
+
+// acquireStream takes a stream slot for client, or says why not.
+func (s *Server) acquireStream(client string) (release func(), refusal string) {
+	s.clientsMu.Lock()
+	if s.clients[client] >= s.opts.MaxStreamsPerClient {
+		s.clientsMu.Unlock()
+		return nil, fmt.Sprintf("%d event streams are open from %s, the most one client may have", s.opts.MaxStreamsPerClient, client)
+	}
+	s.clients[client]++
+	s.clientsMu.Unlock()
+	select {
+	case s.streams <- struct{}{}:
+	default:
+		s.releaseClient(client)
+		return nil, fmt.Sprintf("%d event streams are open, the most this server serves", s.opts.MaxStreams)
+	}
+	return func() {
+		<-s.streams
+		s.releaseClient(client)
+	}, ""
+}
+
+func (s *Server) releaseClient(client string) {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	if s.clients[client]--; s.clients[client] <= 0 {
+		delete(s.clients, client)
+	}
+}
+
+// replayBatch is how many events a stream reads from the journal at once.
+const replayBatch = 256
+
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	j := s.opts.Journal
-	q, err := parseEventQuery(r, j.Last())
+	q, err := parseEventQuery(r, s.opts.MaxFilterValues)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	select {
-	case s.streams <- struct{}{}:
-		defer func() { <-s.streams }()
-	default:
-		writeError(w, http.StatusTooManyRequests, "%d event streams are open, the most this server serves", s.opts.MaxStreams)
+	client := clientKey(r)
+	release, refusal := s.acquireStream(client)
+	if release == nil {
+		writeError(w, http.StatusTooManyRequests, "%s", refusal)
 		return
 	}
+	defer release()
 
 	cursor := j.Last() // by default, from now on
 	if q.hasSince {
@@ -360,14 +613,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	keepAlive := time.NewTicker(s.opts.KeepAlive)
 	defer keepAlive.Stop()
+	idle := time.NewTimer(s.opts.StreamIdleTimeout)
+	defer idle.Stop()
 	for {
-		events, gap, grew := j.Read(cursor, 256)
+		events, gap, grew := j.Read(cursor, replayBatch)
+		sent := false
 		if gap != nil {
 			gap.Time = time.Now().UTC()
 			if err := writeEvent(bw, gap, q.sse); err != nil {
 				return
 			}
-			cursor = gap.To
+			cursor, sent = gap.To, true
 		}
 		for i := range events {
 			cursor = events[i].Seq
@@ -375,12 +631,25 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				if err := writeEvent(bw, &events[i], q.sse); err != nil {
 					return
 				}
+				sent = true
 			}
+		}
+		if sent {
+			idle.Reset(s.opts.StreamIdleTimeout)
 		}
 		if gap != nil || len(events) > 0 {
 			if err := flush(); err != nil {
-				s.opts.Logger.Debug("Event stream client gone or too slow", "remote", r.RemoteAddr, "err", err)
+				s.opts.Logger.Debug("Event stream client gone or too slow", "client", client, "err", err)
 				return
+			}
+			// A long backlog is replayed batch by batch: a shutdown
+			// or a client gone ends it between two.
+			select {
+			case <-r.Context().Done():
+				return
+			case <-s.closing:
+				return
+			default:
 			}
 			continue
 		}
@@ -395,6 +664,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if err := flush(); err != nil {
 				return
 			}
+		case <-idle.C:
+			s.opts.Logger.Debug("Event stream idle for too long, ended", "client", client, "idle", s.opts.StreamIdleTimeout)
+			return
 		case <-r.Context().Done():
 			return
 		case <-s.closing:

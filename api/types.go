@@ -43,7 +43,10 @@ type Event struct {
 	ContainerName string `json:"containerName,omitempty"`
 	Sandbox       bool   `json:"sandbox,omitempty"`
 
-	// From and To bound the missing sequence numbers of a Gap, inclusive.
+	// From and To bound the missing sequence numbers of a Gap, inclusive;
+	// the stream goes on after To. From is above To for a client whose
+	// number comes from a run whose clock was ahead: the numbers started
+	// over lower, and what it missed of that run is unknown.
 	From uint64 `json:"from,omitempty"`
 	To   uint64 `json:"to,omitempty"`
 }

@@ -13,14 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
@@ -44,13 +41,32 @@ type Config struct {
 	// Generator holds the generator's options; Cache, Registerer and
 	// Logger are set by the daemon.
 	Generator pleg.Options
-	// Listen is host:port or unix:///path; default 127.0.0.1:9847.
+	// Listen serves the whole API: host:port or unix:///path; default
+	// 127.0.0.1:9847. The pods and the event stream are what the
+	// kubelet's retired read-only port gave away: keep it on loopback or
+	// a unix socket, or set WebConfigFile.
 	Listen string
+	// MetricsListen, if set, serves /metrics and the probes (/healthz,
+	// /readyz, /livez) only, fit to face the pod network.
+	MetricsListen string
+	// ListenGroup, a group name or number, owns the unix sockets; they
+	// are created with mode 0660.
+	ListenGroup string
+	// WebConfigFile is a Prometheus exporter web configuration file (TLS,
+	// client certificates, basic auth; see
+	// github.com/prometheus/exporter-toolkit) for every listener; empty
+	// for plain HTTP.
+	WebConfigFile string
 	// EventBuffer is how many events /v1/events can resume from.
 	EventBuffer int
-	// MaxStreams caps concurrent /v1/events clients.
-	MaxStreams int
-	// Profiling serves Go's profiles under /debug/pprof/.
+	// MaxStreams, MaxStreamsPerClient and StreamIdleTimeout bound the
+	// /v1/events streams; zero takes api's defaults.
+	MaxStreams          int
+	MaxStreamsPerClient int
+	StreamIdleTimeout   time.Duration
+	// Limits bound the connections of each listener.
+	Limits Limits
+	// Profiling serves Go's profiles under /debug/pprof/ on Listen.
 	Profiling bool
 	Logger    *slog.Logger
 	// Kube, if set, reports into the Kubernetes API: a node condition and
@@ -67,12 +83,12 @@ type Daemon struct {
 	Registry *prometheus.Registry
 	Journal  *api.Journal
 	API      *api.Server
-	listener net.Listener
+	servers  []*server // the API's, then the metrics' if any
 	kube     *kubereport.Reporter
 }
 
-// New assembles a daemon and opens its listener, so that a bad address or
-// a port in use fails here, before anything runs.
+// New assembles a daemon and opens its listeners, so that a bad address,
+// a port in use or a bad web config fails here, before anything runs.
 func New(cfg Config) (*Daemon, error) {
 	if cfg.Runtime == nil {
 		return nil, errors.New("daemon: no runtime")
@@ -86,10 +102,20 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if err := web.Validate(cfg.WebConfigFile); err != nil {
+		return nil, fmt.Errorf("web config %s: %w", cfg.WebConfigFile, err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ops, err := metrics.NewRuntimeOperations(reg)
 	if err != nil {
+		return nil, err
+	}
+	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pleg_http_connections",
+		Help: "Open connections to the daemon's HTTP listener: api (every path) or metrics (/metrics and the probes).",
+	}, []string{"listener"})
+	if err := reg.Register(conns); err != nil {
 		return nil, err
 	}
 	cache := podcache.New()
@@ -103,27 +129,52 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	lis, err := Listen(cfg.Listen)
-	if err != nil {
-		return nil, err
-	}
 	journal := api.NewJournal(cfg.EventBuffer, uint64(time.Now().UnixMicro()))
 	d := &Daemon{
-		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, listener: lis, kube: kube,
+		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, kube: kube,
 		API: api.NewServer(api.Options{
 			Checks: []pleg.HealthCheck{gen.HealthCheck()},
+			Ready: func() (bool, error) {
+				// The global time is set once a relist has written
+				// every pod: before, /v1/pods shows part of the node.
+				if cache.GlobalTime().IsZero() {
+					return false, errors.New("the first relist is not written to the cache yet")
+				}
+				return true, nil
+			},
 			Mode: func() (string, string) {
 				st := gen.Status()
 				return string(st.InForce()), st.String()
 			},
-			Details:    runtimeDetails(cfg.Runtime),
-			Cache:      cache,
-			Journal:    journal,
-			Gatherer:   reg,
-			MaxStreams: cfg.MaxStreams,
-			Profiling:  cfg.Profiling,
-			Logger:     cfg.Logger,
+			Details:             runtimeDetails(cfg.Runtime),
+			Cache:               cache,
+			Journal:             journal,
+			Gatherer:            reg,
+			MaxStreams:          cfg.MaxStreams,
+			MaxStreamsPerClient: cfg.MaxStreamsPerClient,
+			StreamIdleTimeout:   cfg.StreamIdleTimeout,
+			Profiling:           cfg.Profiling,
+			Logger:              cfg.Logger,
 		}),
+	}
+	limits := cfg.Limits.withDefaults()
+	lis, err := Listen(cfg.Listen, cfg.ListenGroup)
+	if err != nil {
+		return nil, err
+	}
+	d.servers = append(d.servers, newServer("api", lis, d.API, limits, conns, cfg.Logger))
+	if cfg.MetricsListen != "" {
+		mlis, err := Listen(cfg.MetricsListen, cfg.ListenGroup)
+		if err != nil {
+			lis.Close()
+			return nil, err
+		}
+		d.servers = append(d.servers, newServer("metrics", mlis, d.API.Probes(), limits, conns, cfg.Logger))
+	}
+	if !loopback(lis) && cfg.WebConfigFile == "" {
+		cfg.Logger.Warn("The API faces the network without TLS or authentication: whoever reaches it reads every pod's name, IPs, images and exit messages, and the event stream; "+
+			"serve it on loopback or a unix socket, with only /metrics and the probes on --metrics-listen, or give a web config file",
+			"addr", d.servers[0].addr)
 	}
 	return d, nil
 }
@@ -146,16 +197,26 @@ func runtimeDetails(rt runtime.Runtime) func() []string {
 }
 
 // Addr returns the address the API listens on.
-func (d *Daemon) Addr() string {
-	if d.listener.Addr().Network() == "unix" {
-		return "unix://" + d.listener.Addr().String()
+func (d *Daemon) Addr() string { return d.servers[0].addr }
+
+// MetricsAddr returns the address of the metrics and probes listener, or
+// "" without one.
+func (d *Daemon) MetricsAddr() string {
+	if len(d.servers) < 2 {
+		return ""
 	}
-	return d.listener.Addr().String()
+	return d.servers[1].addr
 }
 
-// Run runs the daemon until ctx ends, then stops it: event streams end
-// cleanly, in-flight requests finish, the generator stops. It returns nil
-// after a clean stop.
+// shutdownTimeout bounds a stop. It exceeds the API's write timeout, so
+// that a handler blocked in a write to a client that does not read is
+// cut by its deadline and returns, rather than outliving the stop.
+const shutdownTimeout = api.DefaultWriteTimeout + 5*time.Second
+
+// Run runs the daemon until ctx ends, then stops it: /readyz turns
+// unready and event streams end cleanly, in-flight requests finish, the
+// listeners close (a unix socket is removed), the generator stops. It
+// returns nil after a clean stop.
 func (d *Daemon) Run(ctx context.Context) error {
 	sub := d.Gen.Subscribe()
 	defer sub.Close()
@@ -168,56 +229,53 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.Gen.Start()
 	stopKube := startKube(d.kube, d.cfg.Logger)
 
-	srv := &http.Server{Handler: d.API, ReadHeaderTimeout: 10 * time.Second}
-	srv.RegisterOnShutdown(d.API.Close)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(d.listener) }()
-	d.cfg.Logger.Info("Serving the PLEG API", "addr", d.Addr())
+	served := make(chan error, len(d.servers))
+	for _, s := range d.servers {
+		go func() {
+			if err := s.serve(d.cfg.WebConfigFile, d.cfg.Logger); err != nil {
+				served <- fmt.Errorf("serving %s: %w", s.addr, err)
+				return
+			}
+			served <- nil
+		}()
+	}
+	if m := d.MetricsAddr(); m != "" {
+		d.cfg.Logger.Info("Serving the PLEG API", "addr", d.Addr(), "metrics", m)
+	} else {
+		d.cfg.Logger.Info("Serving the PLEG API", "addr", d.Addr())
+	}
 
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-served:
-		err = fmt.Errorf("serving %s: %w", d.Addr(), err)
+		if err == nil {
+			err = errors.New("a listener stopped serving")
+		}
 	}
 	d.cfg.Logger.Info("Stopping")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Streams end first: Shutdown waits for handlers, it does not end
+	// them.
+	d.API.Close()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
-		err = fmt.Errorf("stopping the API: %w", serr)
+	shut := make(chan error, len(d.servers))
+	for _, s := range d.servers {
+		go func() { shut <- s.srv.Shutdown(shutdownCtx) }()
+	}
+	for range d.servers {
+		if serr := <-shut; serr != nil && err == nil {
+			err = fmt.Errorf("stopping the API: %w", serr)
+		}
+	}
+	// Shutdown closes the listeners; one whose Serve had not started yet
+	// is closed here, which also removes a unix socket.
+	for _, s := range d.servers {
+		_ = s.lis.Close()
 	}
 	stopKube()
 	d.Gen.Stop()
 	stopJournal()
 	<-journalDone
-	if d.listener.Addr().Network() == "unix" {
-		_ = os.Remove(d.listener.Addr().String())
-	}
 	return err
-}
-
-// Listen opens host:port, or a unix socket for unix:///path (replacing a
-// stale socket file).
-func Listen(addr string) (net.Listener, error) {
-	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
-		if !strings.HasPrefix(path, "/") {
-			return nil, fmt.Errorf("listen address %q: want unix:///absolute/path", addr)
-		}
-		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			_ = os.Remove(path)
-		}
-		lis, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", addr, err)
-		}
-		return lis, nil
-	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return nil, fmt.Errorf("listen address %q: want host:port or unix:///path: %w", addr, err)
-	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	return lis, nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
@@ -57,17 +55,18 @@ func runDaemon(t *testing.T, cfg Config) (d *Daemon, stop func() error) {
 
 func startDaemon(t *testing.T, rt *fakeruntime.Runtime, listen string) (*Daemon, *http.Client, string, func() error) {
 	t.Helper()
-	d, stop := runDaemon(t, Config{
-		Runtime:   rt,
-		Generator: pleg.Options{RelistPeriod: 20 * time.Millisecond},
-		Listen:    listen,
-	})
+	return startDaemonCfg(t, Config{Runtime: rt, Listen: listen})
+}
+
+// startDaemonCfg runs a daemon relisting every 20 ms, and returns a client
+// of its API and the API's base URL.
+func startDaemonCfg(t *testing.T, cfg Config) (*Daemon, *http.Client, string, func() error) {
+	t.Helper()
+	cfg.Generator.RelistPeriod = 20 * time.Millisecond
+	d, stop := runDaemon(t, cfg)
 	client, base := http.DefaultClient, "http://"+d.Addr()
 	if path, ok := strings.CutPrefix(d.Addr(), "unix://"); ok {
-		client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", path)
-		}}}
-		base = "http://pleg"
+		client, base = unixClient(path), "http://pleg"
 	}
 	return d, client, base, stop
 }
@@ -103,10 +102,14 @@ func TestDaemon(t *testing.T) {
 			})
 			d, c, base, stop := startDaemon(t, rt, listen)
 
-			eventually(t, "healthy", func() bool {
-				code, body := get(t, c, base+"/healthz")
+			// Ready: the first relist is written, /v1/pods is whole.
+			eventually(t, "ready", func() bool {
+				code, body := get(t, c, base+"/readyz")
 				return code == 200 && body == "ok\n"
 			})
+			if code, body := get(t, c, base+"/healthz"); code != 200 || body != "ok\n" {
+				t.Errorf("ready yet /healthz = %d %q", code, body)
+			}
 			_, body := get(t, c, base+"/v1/pods")
 			var pods api.PodList
 			if err := json.Unmarshal([]byte(body), &pods); err != nil || len(pods.Pods) != 1 || pods.Pods[0].Containers[0].ID != "c1" {
@@ -140,8 +143,10 @@ func TestDaemon(t *testing.T) {
 				t.Errorf("stream after stop: %q, %v; want a clean end", rest, err)
 			}
 			if path, ok := strings.CutPrefix(d.Addr(), "unix://"); ok {
-				if _, err := os.Stat(path); !os.IsNotExist(err) {
-					t.Errorf("the API socket is left behind: %v", err)
+				for _, p := range []string{path, path + ".lock"} {
+					if _, err := os.Stat(p); !os.IsNotExist(err) {
+						t.Errorf("%s is left behind: %v", p, err)
+					}
 				}
 			}
 		})
@@ -150,11 +155,11 @@ func TestDaemon(t *testing.T) {
 
 func TestListenErrors(t *testing.T) {
 	for _, addr := range []string{"localhost", "unix://relative.sock", "256.0.0.1:80"} {
-		if _, err := Listen(addr); err == nil {
+		if _, err := Listen(addr, ""); err == nil {
 			t.Errorf("Listen(%q) succeeded", addr)
 		}
 	}
-	lis, err := Listen("127.0.0.1:0")
+	lis, err := Listen("127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
 	}

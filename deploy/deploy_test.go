@@ -1,6 +1,6 @@
-// Package deploy holds the deployment files: a DaemonSet, a systemd unit,
-// a Dockerfile and Prometheus rules. Its test checks that they parse and
-// say what the daemon needs.
+// Package deploy holds the deployment files: a DaemonSet and its
+// NetworkPolicy, a systemd unit, a Dockerfile and Prometheus rules. Its
+// test checks that they parse and say what the daemon needs.
 package deploy
 
 import (
@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/plegkit/pleg/metrics"
@@ -60,19 +62,51 @@ func TestDaemonSet(t *testing.T) {
 	if c.Image == "" || len(c.Args) == 0 || c.Args[0] != "run" {
 		t.Errorf("container image %q args %v: want an image running `pleg run`", c.Image, c.Args)
 	}
-	if !slices.Contains(c.Args, "--listen=0.0.0.0:9847") {
-		t.Errorf("args %v: the API must listen on the pod's address, port 9847", c.Args)
+	// Only the metrics and probes face the pod network; the API is a
+	// unix socket on a host directory.
+	if !slices.Contains(c.Args, "--metrics-listen=:9847") || !slices.Contains(c.Args, "--listen=unix:///run/pleg/pleg.sock") {
+		t.Errorf("args %v: want the API on unix:///run/pleg/pleg.sock and only --metrics-listen on port 9847", c.Args)
 	}
-	for name, probe := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" || probe.HTTPGet.Port.String() != "http" {
-			t.Errorf("%s probe %+v: want GET /healthz on the http port", name, probe)
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--listen=") && !strings.HasPrefix(a, "--listen=unix://") {
+			t.Errorf("arg %s: the whole API would face the pod network", a)
 		}
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 9847 {
+	for path, probe := range map[string]*corev1.Probe{"/readyz": c.ReadinessProbe, "/livez": c.LivenessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("probe %+v: want GET %s on the metrics port", probe, path)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9847 {
 		t.Errorf("ports %+v", c.Ports)
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
+	}
+	memLimit := goMemLimit(t, c.Env)
+	if limit := c.Resources.Limits.Memory().Value(); memLimit <= 0 || memLimit >= limit {
+		t.Errorf("GOMEMLIMIT %d bytes: want it set below the memory limit, %d", memLimit, limit)
+	}
+	// A token is for reporting into the Kubernetes API alone (rbac_test.go
+	// checks the role behind it).
+	inCluster := slices.Contains(c.Args, "--in-cluster")
+	if token := pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken; token != inCluster {
+		t.Errorf("the pod mounts a service account token: %v, reporting with --in-cluster: %v; want a token exactly for reporting", token, inCluster)
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Error("want seccompProfile RuntimeDefault")
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		t.Errorf("container securityContext %+v: want a read-only root, no privilege escalation, every capability dropped", sc)
+	}
+	apiMounted := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+		return v.HostPath != nil && v.HostPath.Path == "/run/pleg" && slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == v.Name && m.MountPath == "/run/pleg" && !m.ReadOnly
+		})
+	})
+	if !apiMounted {
+		t.Error("the API socket's directory must be the host's /run/pleg, mounted writable")
 	}
 
 	var socketVolume string
@@ -89,6 +123,65 @@ func TestDaemonSet(t *testing.T) {
 	})
 	if socketVolume == "" || !mounted {
 		t.Error("the host's CRI socket must be mounted read-only where --runtime-endpoint points")
+	}
+}
+
+// goMemLimit parses the GOMEMLIMIT of env, in Go's notation (a number of
+// bytes with an optional B, KiB, MiB, GiB or TiB).
+func goMemLimit(t *testing.T, env []corev1.EnvVar) int64 {
+	t.Helper()
+	for _, e := range env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		v, unit := e.Value, int64(1)
+		for i, suffix := range []string{"TiB", "GiB", "MiB", "KiB", "B"} {
+			if n, ok := strings.CutSuffix(v, suffix); ok {
+				v, unit = n, int64(1)<<(10*(4-i))
+				break
+			}
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("GOMEMLIMIT %q: %v", e.Value, err)
+		}
+		return n * unit
+	}
+	return 0
+}
+
+func TestNetworkPolicy(t *testing.T) {
+	var np networkingv1.NetworkPolicy
+	if err := yaml.UnmarshalStrict(read(t, "networkpolicy.yaml"), &np); err != nil {
+		t.Fatalf("networkpolicy.yaml does not parse into a NetworkPolicy: %v", err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(read(t, "daemonset.yaml"), &ds); err != nil {
+		t.Fatal(err)
+	}
+	if np.APIVersion != "networking.k8s.io/v1" || np.Kind != "NetworkPolicy" || np.Namespace != ds.Namespace {
+		t.Errorf("type or namespace: %s %s %s, want the DaemonSet's namespace %s", np.APIVersion, np.Kind, np.Namespace, ds.Namespace)
+	}
+	for k, v := range np.Spec.PodSelector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("podSelector %s=%s does not select the DaemonSet's pods", k, v)
+		}
+	}
+	if len(np.Spec.PodSelector.MatchLabels) == 0 || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Errorf("want an Ingress policy selecting the pleg pods: %+v", np.Spec)
+	}
+	for _, rule := range np.Spec.Ingress {
+		if len(rule.From) == 0 {
+			t.Error("an ingress rule open to every source")
+		}
+		for _, p := range rule.Ports {
+			if p.Port == nil || p.Port.String() != ds.Spec.Template.Spec.Containers[0].Ports[0].Name {
+				t.Errorf("ingress port %v: want only the metrics port", p.Port)
+			}
+		}
+		if len(rule.Ports) == 0 {
+			t.Error("an ingress rule open on every port")
+		}
 	}
 }
 

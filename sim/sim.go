@@ -27,12 +27,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +37,8 @@ import (
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/plegkit/pleg/internal/unixsock"
 )
 
 // Sim is a simulated CRI runtime. Its methods are safe for concurrent use.
@@ -66,6 +65,7 @@ type Sim struct {
 	started bool
 	stopped bool
 	server  *grpc.Server
+	lis     *unixsock.Listener
 	serving atomic.Bool
 	stopC   chan struct{}
 	wg      sync.WaitGroup
@@ -131,24 +131,16 @@ func (s *Sim) Start(ctx context.Context) error {
 	return nil
 }
 
-// serveLocked listens and serves; the caller holds runMu.
+// serveLocked listens and serves; the caller holds runMu. The socket is
+// created as every socket pleg serves (internal/unixsock): mode 0660, a
+// socket another process serves is refused, a stale one replaced, and
+// closing the listener removes it only if it is still ours.
 func (s *Sim) serveLocked() error {
-	path := s.opts.Socket
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("sim: %w", err)
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSocket == 0 {
-			return fmt.Errorf("sim: %s exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("sim: removing stale socket: %w", err)
-		}
-	}
-	lis, err := net.Listen("unix", path)
+	lis, err := unixsock.Listen(s.opts.Socket, unixsock.Options{})
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
+	s.lis = lis
 	// No send limit: whether a large list passes is the client's receive
 	// limit to decide, which is what the oversize fault exercises.
 	// (containerd's own default send limit is 16 MiB.)
@@ -191,7 +183,7 @@ func (s *Sim) Stop() error {
 	}
 	s.stopped = true
 	close(s.stopC)
-	srv := s.server
+	srv, lis := s.server, s.lis
 	s.server = nil
 	s.serving.Store(false)
 	q := s.queue.Swap(nil)
@@ -206,10 +198,19 @@ func (s *Sim) Stop() error {
 		srv.Stop()
 	}
 	s.wg.Wait()
-	if s.started {
-		if err := os.Remove(s.opts.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("sim: %w", err)
-		}
+	if lis != nil {
+		// Serve closed it already, unless Stop came first; closing
+		// removes the socket.
+		return closeListener(lis)
+	}
+	return nil
+}
+
+// closeListener closes lis, which removes its socket, and reports a
+// failure to remove it.
+func closeListener(lis *unixsock.Listener) error {
+	if err := lis.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("sim: %w", err)
 	}
 	return nil
 }
@@ -291,7 +292,7 @@ func (s *Sim) Restart(down time.Duration) error {
 		s.runMu.Unlock()
 		return errors.New("sim: already restarting")
 	}
-	srv := s.server
+	srv, lis := s.server, s.lis
 	s.server = nil
 	s.serving.Store(false)
 	q := s.queue.Swap(nil)
@@ -300,8 +301,8 @@ func (s *Sim) Restart(down time.Duration) error {
 	s.log.Info("Simulated runtime restarting", "down", down)
 	q.shutdown()
 	srv.Stop()
-	if err := os.Remove(s.opts.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("sim: %w", err)
+	if err := closeListener(lis); err != nil {
+		return err
 	}
 	if down > 0 {
 		t := s.clock.NewTimer(down)

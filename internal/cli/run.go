@@ -9,18 +9,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/daemon"
 )
 
 func newRunCommand(g *global) *cobra.Command {
 	var (
-		listen      string
-		eventBuffer int
-		maxStreams  int
-		simulate    bool
-		profiling   bool
-		sim         simFlags
-		kube        kubeFlags
+		cfg      daemon.Config
+		simulate bool
+		sim      simFlags
+		kube     kubeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -28,11 +26,19 @@ func newRunCommand(g *global) *cobra.Command {
 		Long: `Run watches the runtime at --runtime-endpoint and serves, on --listen:
 
   GET /healthz          200 "ok", or 500 "PLEG is not healthy: <reason>"
+  GET /readyz           200 once the first relist is written to the cache and
+                        while healthy; /livez: 200 while the daemon serves
   GET /metrics          Prometheus metrics, with the kubelet's PLEG metric names
   GET /v1/pods          the pod status cache as JSON; /v1/pods/{uid} one pod
   GET /v1/events        live events, a JSON object a line (or Server-Sent Events
                         with Accept: text/event-stream); filters pod, namespace,
                         type; resume with since=SEQ or Last-Event-ID
+
+The pods and events say what runs on the node: keep --listen on loopback or a
+unix socket (created 0660, in --listen-group), and give the kubelet's probes
+and Prometheus --metrics-listen, which serves /metrics and the probes only.
+--web-config-file adds TLS, client certificates and basic auth to both, in
+the Prometheus exporters' format.
 
 With --simulate it watches an embedded simulated runtime instead.
 
@@ -41,11 +47,17 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			var errs []error
-			if eventBuffer < 1 {
-				errs = append(errs, fmt.Errorf("--event-buffer %d: must be at least 1", eventBuffer))
+			for _, v := range []struct {
+				flag string
+				n    int
+			}{{"event-buffer", cfg.EventBuffer}, {"max-streams", cfg.MaxStreams}, {"max-streams-per-client", cfg.MaxStreamsPerClient},
+				{"max-connections", cfg.Limits.MaxConnections}} {
+				if v.n < 1 {
+					errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.flag, v.n))
+				}
 			}
-			if maxStreams < 1 {
-				errs = append(errs, fmt.Errorf("--max-streams %d: must be at least 1", maxStreams))
+			if cfg.StreamIdleTimeout <= 0 {
+				errs = append(errs, fmt.Errorf("--stream-idle-timeout %v: must be more than 0", cfg.StreamIdleTimeout))
 			}
 			if simulate {
 				errs = append(errs, sim.validate())
@@ -72,16 +84,8 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 				return err
 			}
 			defer cleanup()
-			d, err := daemon.New(daemon.Config{
-				Runtime:     rt,
-				Generator:   g.generatorOptions(),
-				Listen:      listen,
-				EventBuffer: eventBuffer,
-				MaxStreams:  maxStreams,
-				Profiling:   profiling,
-				Logger:      g.log,
-				Kube:        kubeConfig,
-			})
+			cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
+			d, err := daemon.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -89,11 +93,17 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", daemon.DefaultListen, "address of the API: host:port, or unix:///path")
-	f.IntVar(&eventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from")
-	f.IntVar(&maxStreams, "max-streams", 64, "concurrent /v1/events clients at most")
+	f.StringVar(&cfg.Listen, "listen", daemon.DefaultListen, "address of the whole API: host:port, or unix:///path")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving only /metrics and the probes /healthz, /readyz, /livez, e.g. on the pod network: host:port, or unix:///path")
+	f.StringVar(&cfg.ListenGroup, "listen-group", "", "group (name or number) owning the unix sockets, which are created with mode 0660")
+	f.StringVar(&cfg.WebConfigFile, "web-config-file", "", "Prometheus exporter web config: TLS, client certificates and basic auth on every listener")
+	f.IntVar(&cfg.EventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from")
+	f.IntVar(&cfg.MaxStreams, "max-streams", api.DefaultMaxStreams, "concurrent /v1/events clients at most")
+	f.IntVar(&cfg.MaxStreamsPerClient, "max-streams-per-client", api.DefaultMaxStreamsPerClient, "concurrent /v1/events streams of one client address at most")
+	f.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", api.DefaultStreamIdleTimeout, "end a /v1/events stream that has sent no event for this long")
+	f.IntVar(&cfg.Limits.MaxConnections, "max-connections", daemon.DefaultMaxConnections, "open connections of each listener at most")
 	f.BoolVar(&simulate, "simulate", false, "watch an embedded simulated runtime instead of --runtime-endpoint")
-	f.BoolVar(&profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on --listen")
+	f.BoolVar(&cfg.Profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on --listen")
 	sim.register(f, "sim-")
 	// Reporting into the Kubernetes API: off unless asked.
 	kube.register(f)

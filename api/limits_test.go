@@ -1,0 +1,392 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
+)
+
+// waitFor polls cond until it holds; the deadline only bounds a test that
+// would otherwise hang, it is never what the test measures.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// smallBuffers makes the server's side of every connection buffer little,
+// so that a client that does not read blocks the server's writes after
+// kilobytes instead of the megabytes the kernel would otherwise take.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(8 << 10)
+	}
+	return c, err
+}
+
+// inFlight counts the requests a handler is serving.
+type inFlight struct {
+	h http.Handler
+	n atomic.Int64
+}
+
+func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.n.Add(1)
+	defer f.n.Add(-1)
+	f.h.ServeHTTP(w, r)
+}
+
+// startServer serves srv over a listener with small buffers, counting the
+// requests in flight.
+func startServer(t *testing.T, srv *Server) (*httptest.Server, *inFlight) {
+	t.Helper()
+	counted := &inFlight{h: srv}
+	ts := httptest.NewUnstartedServer(counted)
+	ts.Listener = smallBuffers{ts.Listener}
+	ts.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		ts.Close()
+	})
+	return ts, counted
+}
+
+// neverReads sends a GET for path from the address local (127.0.0.x) and
+// never reads the answer: its receive buffer is small, so the server's
+// writes stall once both buffers are full.
+func neverReads(t *testing.T, server, local, path string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	c, err := d.Dial("tcp", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	t.Cleanup(func() { c.Close() })
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// bigCache holds pods whose statuses make a /v1/pods answer of about
+// size bytes.
+func bigCache(size int) *podcache.Cache {
+	c := podcache.New()
+	msg := strings.Repeat("m", 64<<10)
+	for i := range size / len(msg) {
+		uid := fmt.Sprintf("uid-%d", i)
+		c.Set(uid, &runtime.PodStatus{UID: uid, Name: uid, Namespace: "ns", Containers: []*runtimeapi.ContainerStatus{{
+			Id: "c", Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, State: runtimeapi.ContainerState_CONTAINER_EXITED, Message: msg,
+		}}}, nil, t0)
+	}
+	c.UpdateTime(t0)
+	return c
+}
+
+// Issue 11 measured 40 stalled /v1/pods readers all held after 65 s: each
+// answer now has the streams' write deadline, so every one of them is cut
+// and its handler returns, while a client that reads gets the whole list.
+func TestStalledPodsReadersAreCut(t *testing.T) {
+	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: NewJournal(10, 1), WriteTimeout: 3 * time.Second})
+	ts, counted := startServer(t, srv)
+	const stalled = 40
+	for range stalled {
+		neverReads(t, ts.Listener.Addr().String(), "127.0.0.2", "/v1/pods")
+	}
+	waitFor(t, "the stalled answers to start", func() bool { return counted.n.Load() == stalled })
+
+	resp, err := http.Get(ts.URL + "/v1/pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || len(body) < 4<<20 || !strings.HasSuffix(string(body), "]\n}\n") {
+		t.Errorf("a reading client got %d bytes, %v; want the whole list", len(body), err)
+	}
+	waitFor(t, "every stalled /v1/pods answer cut", func() bool { return counted.n.Load() == 0 })
+}
+
+// Issue 11 measured 64 clients that never read, on a filter that matches
+// nothing, holding every stream slot for 75 s. One client now holds at
+// most MaxStreamsPerClient of them, others still get streams, and a
+// stream that sends no event is ended after StreamIdleTimeout without the
+// client doing anything.
+func TestNeverReadingClientsCannotHoldEveryStream(t *testing.T) {
+	j := NewJournal(100, 1)
+	srv := NewServer(Options{Cache: testCache(), Journal: j, MaxStreams: 64, MaxStreamsPerClient: 16,
+		StreamIdleTimeout: 2 * time.Second, KeepAlive: 50 * time.Millisecond})
+	ts, counted := startServer(t, srv)
+	for range 64 {
+		neverReads(t, ts.Listener.Addr().String(), "127.0.0.2", "/v1/events?pod=nothing-matches")
+	}
+	// The 48 refused get their 429 and are done; 16 streams stay.
+	waitFor(t, "the 16 streams of the client that never reads", func() bool {
+		return counted.n.Load() == 16 && srv.openStreams("127.0.0.2") == 16
+	})
+
+	// Another client is served, and sees events.
+	resp, err := http.Get(ts.URL + "/v1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("another client got %d", resp.StatusCode)
+	}
+	j.Append(event(pleg.ContainerStarted, "web", "shop", "a"))
+	if ev := next(t, bufio.NewReader(resp.Body)); ev.ContainerName != "a" {
+		t.Errorf("another client got %+v", ev)
+	}
+
+	// The idle streams end by themselves, keep-alives notwithstanding.
+	waitFor(t, "the idle streams of the client that never reads ended", func() bool {
+		return srv.openStreams("127.0.0.2") == 0
+	})
+}
+
+// openStreams is how many streams client holds.
+func (s *Server) openStreams(client string) int {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	return s.clients[client]
+}
+
+func TestStreamsPerClient(t *testing.T) {
+	f := newFixture(t, Options{MaxStreams: 3, MaxStreamsPerClient: 2})
+	for range 2 {
+		if resp, _ := f.stream(t, ""); resp.StatusCode != 200 {
+			t.Fatalf("stream refused: %d", resp.StatusCode)
+		}
+	}
+	resp, body := f.get(t, "/v1/events")
+	assertError(t, resp, body, 429, "2 event streams are open from 127.0.0.1, the most one client may have")
+
+	// Another address is another client; then the server's cap holds.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
+	other := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.ts.URL+"/v1/events", nil)
+	third, err := other.Do(req)
+	if err != nil || third.StatusCode != 200 {
+		t.Fatalf("a stream from another address: %v %v", third, err)
+	}
+	defer third.Body.Close()
+	req, _ = http.NewRequestWithContext(ctx, "GET", f.ts.URL+"/v1/events", nil)
+	fourth, err := other.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(fourth.Body)
+	fourth.Body.Close()
+	assertError(t, fourth, body, 429, "3 event streams are open, the most this server serves")
+	if n := f.srv.openStreams("127.0.0.3"); n != 1 {
+		t.Errorf("a refused stream still counts for its client: %d open", n)
+	}
+}
+
+// A stream replaying a long backlog ends at Close between two batches,
+// instead of writing the whole backlog first.
+func TestCloseEndsABacklogReplay(t *testing.T) {
+	j := NewJournal(100_000, 1)
+	big := strings.Repeat("x", 200)
+	for i := range 100_000 {
+		j.Append(pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
+	}
+	srv := NewServer(Options{Cache: testCache(), Journal: j})
+	ts, counted := startServer(t, srv)
+	c := neverReads(t, ts.Listener.Addr().String(), "127.0.0.1", "/v1/events?since=0")
+	r := bufio.NewReader(c)
+	if _, err := r.ReadString('\n'); err != nil { // the status line: the replay runs
+		t.Fatal(err)
+	}
+	srv.Close()
+	n := 0
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if strings.Contains(line, `"type":"ContainerStarted"`) {
+			n++
+		}
+	}
+	if n >= 100_000 {
+		t.Errorf("the stream sent all %d events of the backlog after Close", n)
+	}
+	waitFor(t, "the stream's handler to return", func() bool { return counted.n.Load() == 0 })
+}
+
+// A client whose number comes from a run whose clock was ahead (the clock
+// stepped back across a restart) gets a Gap and everything the ring
+// holds, not a 400.
+func TestResumeFromARunWhoseClockWasAhead(t *testing.T) {
+	f := newFixture(t, Options{Journal: NewJournal(100, 1000)})
+	for _, c := range []string{"a", "b"} {
+		f.journal.Append(event(pleg.ContainerStarted, "web", "shop", c))
+	}
+	for _, h := range [][]string{nil, {"Last-Event-ID", "5000"}} {
+		query := "?since=5000"
+		if h != nil {
+			query = ""
+		}
+		_, r := f.stream(t, query, h...)
+		gap := next(t, r)
+		if gap.Type != TypeGap || gap.From != 5001 || gap.To != 999 || gap.Seq != 999 {
+			t.Errorf("got %+v, want a Gap from 5001 to 999", gap)
+		}
+		for _, want := range []uint64{1000, 1001} {
+			if ev := next(t, r); ev.Seq != want {
+				t.Errorf("after the gap got %d, want %d", ev.Seq, want)
+			}
+		}
+	}
+}
+
+func TestMethodsAndHeaders(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, tc := range []struct {
+		method, path string
+		code         int
+	}{
+		{"POST", "/healthz", 405},
+		{"DELETE", "/v1/pods/uid-web", 405},
+		{"PUT", "/v1/events", 405},
+		{"POST", "/nope", 404},
+		{"GET", "/v1/pods/", 404},
+		{"HEAD", "/healthz", 200},
+	} {
+		req, _ := http.NewRequest(tc.method, f.ts.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, resp.StatusCode, body, tc.code)
+		}
+		if tc.code == 405 {
+			assertError(t, resp, body, 405, "only GET and HEAD")
+			if allow := resp.Header.Get("Allow"); allow != "GET, HEAD" {
+				t.Errorf("%s %s: Allow %q", tc.method, tc.path, allow)
+			}
+		}
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s %s: X-Content-Type-Options %q", tc.method, tc.path, got)
+		}
+	}
+	resp, body := f.get(t, "/healthz?%zz")
+	assertError(t, resp, body, 400, "does not parse")
+}
+
+func TestReadyzAndLivez(t *testing.T) {
+	ready := &healthy{err: fmt.Errorf("the first relist is not written yet")}
+	f := newFixture(t, Options{Ready: ready.check})
+	get := func(path string) string {
+		resp, body := f.get(t, path)
+		return fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{"/readyz", "500 cache is not ready: the first relist is not written yet\n"},
+		{"/readyz?verbose", "500 [+]PLEG ok\n[-]cache failed: the first relist is not written yet\n[+]server ok\nreadyz check failed\n"},
+		{"/healthz", "200 ok\n"},
+		{"/livez", "200 ok\n"},
+	} {
+		if got := get(tc.path); got != tc.want {
+			t.Errorf("before the first relist, %s = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+	ready.ok, ready.err = true, nil
+	if got := get("/readyz"); got != "200 ok\n" {
+		t.Errorf("ready: %q", got)
+	}
+	f.health.ok, f.health.err = false, fmt.Errorf("pleg was last seen active 3m5s ago; threshold is 3m0s")
+	if got, want := get("/readyz"), "500 PLEG is not healthy: pleg was last seen active 3m5s ago; threshold is 3m0s\n"; got != want {
+		t.Errorf("unhealthy: /readyz = %q, want %q", got, want)
+	}
+	if got := get("/livez"); got != "200 ok\n" {
+		t.Errorf("unhealthy: /livez = %q; a runtime at fault is no reason to restart the daemon", got)
+	}
+	f.health.ok, f.health.err = true, nil
+	f.srv.Close()
+	if got, want := get("/readyz"), "500 server is not ready: shutting down\n"; got != want {
+		t.Errorf("closing: /readyz = %q, want %q", got, want)
+	}
+	if got := get("/livez?verbose"); got != "200 [+]ping ok\nlivez check passed\n" {
+		t.Errorf("closing: /livez?verbose = %q", got)
+	}
+}
+
+// Probes serves what may face a network, and nothing of the pods.
+func TestProbes(t *testing.T) {
+	srv := NewServer(Options{Cache: testCache(), Journal: NewJournal(10, 1), Gatherer: prometheus.NewRegistry()})
+	ts := httptest.NewServer(srv.Probes())
+	defer ts.Close()
+	for path, code := range map[string]int{"/healthz": 200, "/readyz": 200, "/livez": 200, "/metrics": 200, "/v1/pods": 404, "/v1/events": 404, "/debug/pprof/": 404} {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != code {
+			t.Errorf("probes %s: %d, want %d", path, resp.StatusCode, code)
+		}
+		if code == 404 {
+			assertError(t, resp, body, 404, "try /healthz, /readyz, /livez, /metrics)")
+		}
+	}
+}
+
+func TestMatcher(t *testing.T) {
+	ev := Event{Type: "ContainerDied", PodUID: "u1", PodName: "web", PodNamespace: "shop"}
+	gap := Event{Type: TypeGap}
+	for _, tc := range []struct {
+		f    Filter
+		want bool
+	}{
+		{Filter{}, true},
+		{Filter{Pods: []string{"u1"}}, true},
+		{Filter{Pods: []string{"web"}}, true},
+		{Filter{Pods: []string{"db", "web"}, Namespaces: []string{"shop"}}, true},
+		{Filter{Pods: []string{"db"}}, false},
+		{Filter{Namespaces: []string{"kube-system"}}, false},
+		{Filter{Types: []string{"ContainerStarted"}}, false},
+		{Filter{Types: []string{"ContainerStarted", "ContainerDied"}}, true},
+	} {
+		if got := tc.f.Matcher().Match(&ev); got != tc.want || tc.f.Match(&ev) != tc.want {
+			t.Errorf("%+v matches %+v: %v, want %v", tc.f, ev, got, tc.want)
+		}
+		if !tc.f.Match(&gap) {
+			t.Errorf("%+v hides a gap", tc.f)
+		}
+	}
+}
