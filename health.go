@@ -61,7 +61,7 @@ func (s Status) String() string {
 	case s.NoStream:
 		return fmt.Sprintf("mode %s: relisting every %v; the runtime has no container event stream", s.Mode, s.RelistPeriod)
 	case s.StreamConnected:
-		return fmt.Sprintf("mode %s: relisting every %v; the container event stream reconnected at %s and drives once it has held for %v",
+		return fmt.Sprintf("mode %s: relisting every %v; the container event stream connected at %s and drives once it has held for %v",
 			s.Mode, s.RelistPeriod, s.StreamSince.UTC().Format(time.RFC3339), streamHold)
 	default:
 		return fmt.Sprintf("mode %s: relisting every %v; the container event stream is down since %s: %v",

@@ -48,7 +48,7 @@ const (
 	// unnoticed. Events arrive within milliseconds whatever this period;
 	// what it sets is the idle cost: watching 100 idle simulated pods for
 	// 5 minutes took 0.90 s of CPU relisting every second, 0.10 s at 10 s
-	// and 0.05 s at 30 s (BenchmarkIdleCPU100Pods in internal/daemon). The
+	// and 0.05 s at 30 s (BenchmarkIdleCPU100Pods in daemon). The
 	// kubelet's classic EventedPLEG relisted every 300 s.
 	DefaultEventedRelistPeriod = 30 * time.Second
 	// DefaultEventedRelistThreshold is the health threshold while events

@@ -100,6 +100,7 @@ func (g *global) watchInProcess(ctx context.Context, filter api.Filter, wait tim
 	defer sub.Close()
 	gen.Start()
 	defer gen.Stop()
+	match := filter.Matcher()
 	for seq := uint64(1); ; {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -107,7 +108,7 @@ func (g *global) watchInProcess(ctx context.Context, filter api.Filter, wait tim
 		}
 		e := api.NewEvent(seq, ev)
 		seq++
-		if filter.Match(&e) {
+		if match.Match(&e) {
 			if err := p.print(e); err != nil {
 				return err
 			}
