@@ -162,6 +162,11 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		if fallback == "" {
 			var p payload
 			p, fallback = readPayload(ev, g.st.podOfID)
+			if fallback == "" && p.uid == g.st.listing {
+				// Its pod's lists are in flight: they are read after this
+				// event, which then tells what they came too late to see.
+				fallback = fallbackOvertaken
+			}
 			if fallback == "" && g.st.hints.pending(p.uid) {
 				// Hints of the pod wait for a relist: this event goes
 				// after them, or the relist would tell them late.

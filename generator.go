@@ -264,6 +264,12 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 		g.updateMode()
 		timer.Reset(g.period())
 	}
+	// A pod's relist waits on the runtime beside the loop, one pod at a
+	// time, so that other pods' events are not held up behind it (see
+	// relistPod); nothing else is started until it is done.
+	var podListed chan podList
+	var podInspected chan *podInspection
+	defer locked(func() { g.st.listing = "" })
 	for ctx.Err() == nil {
 		select {
 		case <-g.events.ready:
@@ -271,8 +277,12 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 			continue
 		default:
 		}
+		timerC, relistNow, requests := timer.C(), g.relistNow, g.requests.ready
+		if podListed != nil || podInspected != nil {
+			timerC, relistNow, requests = nil, nil, nil
+		}
 		select {
-		case <-timer.C():
+		case <-timerC:
 			relist()
 			continue
 		default:
@@ -282,14 +292,29 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-g.events.ready:
 			locked(g.handleEvents)
-		case <-timer.C():
+		case l := <-podListed:
+			podListed = nil
+			var pi *podInspection
+			locked(func() { pi = g.podListed(ctx, l) })
+			if pi != nil {
+				inspected := make(chan *podInspection, 1)
+				watcher.Go(func() { inspected <- g.inspectListed(ctx, pi) })
+				podInspected = inspected
+			}
+		case pi := <-podInspected:
+			podInspected = nil
+			locked(func() { g.podInspected(ctx, pi) })
+		case <-timerC:
 			relist()
-		case <-g.relistNow:
+		case <-relistNow:
 			relist()
-		case <-g.requests.ready:
+		case <-requests:
 			uid, at, ok := g.requests.pop()
 			if ok && !g.health.last().After(at) {
-				locked(func() { g.relistPod(ctx, uid) })
+				locked(func() { g.st.listing = uid })
+				listed := make(chan podList, 1)
+				watcher.Go(func() { listed <- g.listPod(ctx, uid) })
+				podListed = listed
 			}
 		}
 	}

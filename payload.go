@@ -47,7 +47,8 @@ const (
 	// fallbackHintsPending: earlier events of the pod wait as hints for
 	// its relist, and this one must not overtake them.
 	fallbackHintsPending = "hints_pending"
-	// fallbackOvertaken: a relist listed the pod after the event came.
+	// fallbackOvertaken: a relist listed the pod after the event came, or
+	// is listing or inspecting it as the event comes.
 	fallbackOvertaken = "overtaken_by_relist"
 )
 

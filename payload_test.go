@@ -354,6 +354,71 @@ func TestPayloadsArriveBeforeTheRelist(t *testing.T) {
 	})
 }
 
+// TestOtherPodsDoNotWaitForAPodsRelist: while a pod's confirming relist
+// waits on the runtime, the events of other pods are applied at once; the
+// pod's own events wait for its lists, whose answer they may be newer or
+// older than, and are told once the lists are read.
+func TestOtherPodsDoNotWaitForAPodsRelist(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := fakeruntime.Pod{UID: "db", Name: "db", Namespace: "shop",
+			Sandboxes: []fakeruntime.Sandbox{{ID: "dbsb", State: ready}}, Containers: []fakeruntime.Container{ctr("d1", running)}}
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)), db)
+		e.settle()
+		e.rt.SetLatency(runtime.OpListPodSandbox, time.Hour)
+		_ = e.rt.SetContainerState("c1", exited, 1)
+		e.emit("web", "c1", evStopped) // web's confirming relist now lists for an hour
+		_ = e.rt.SetContainerState("d1", exited, 2)
+		e.emit("db", "d1", evStopped)
+		if want := []ev{diedEv("web", "c1"), diedEv("db", "d1")}; !slices.Equal(e.got, want) {
+			t.Fatalf("events %v while web's relist lists, want %v", e.got, want)
+		}
+		if st, _ := e.g.Cache().Get("db"); st.FindContainerByID("d1").GetExitCode() != 2 {
+			t.Error("db's cache entry does not hold the exit told")
+		}
+		e.rt.Remove("c1")
+		e.emit("web", "c1", evDeleted)
+		if len(e.got) != 2 {
+			t.Fatalf("web's DELETED told %v before web's lists were read", e.got[2:])
+		}
+		if n := testutil.ToFloat64(e.g.metrics.PayloadFallbacks.WithLabelValues(fallbackOvertaken)); n != 1 {
+			t.Errorf("%v events overtaken, want web's DELETED", n)
+		}
+		e.rt.SetLatency(runtime.OpListPodSandbox, 0)
+		e.wait(2 * time.Hour)
+		if want := []ev{diedEv("web", "c1"), diedEv("db", "d1"), removedEv("web", "c1")}; !slices.Equal(e.got, want) {
+			t.Errorf("events %v, want %v", e.got, want)
+		}
+	})
+}
+
+// TestOtherPodsDoNotWaitForAPodsInspection: the same while a pod's relist
+// waits for its status calls.
+func TestOtherPodsDoNotWaitForAPodsInspection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := fakeruntime.Pod{UID: "db", Name: "db", Namespace: "shop",
+			Sandboxes: []fakeruntime.Sandbox{{ID: "dbsb", State: ready}}, Containers: []fakeruntime.Container{ctr("d1", running)}}
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)), db)
+		e.settle()
+		e.rt.SetHang("c1", true)
+		_ = e.rt.SetContainerState("c1", exited, 1)
+		// Backlog: a hint, whose relist finds c1 exited and inspects web.
+		e.rt.Emit("web", "c1", evStopped, time.Now().Add(-time.Minute))
+		synctest.Wait()
+		_ = e.rt.SetContainerState("d1", exited, 2)
+		e.emit("db", "d1", evStopped)
+		if want := []ev{diedEv("db", "d1")}; !slices.Equal(e.got, want) {
+			t.Fatalf("events %v while web's status calls hang, want %v", e.got, want)
+		}
+		// Its inspection passes its deadline; the next global relist
+		// inspects it again.
+		e.rt.SetHang("c1", false)
+		e.wait(2 * time.Hour)
+		if want := []ev{diedEv("db", "d1"), diedEv("web", "c1")}; !slices.Equal(e.got, want) {
+			t.Errorf("events %v, want %v", e.got, want)
+		}
+	})
+}
+
 // TestPayloadNeverMovesAPodBack: a stale payload, as a late or reordered
 // event brings, changes nothing that is known newer.
 func TestPayloadNeverMovesAPodBack(t *testing.T) {

@@ -81,19 +81,59 @@ func (g *Generator) relist(ctx context.Context) error {
 // relistPod lists and reconciles one pod, leaving the others alone.
 // Callers hold relistMu.
 func (g *Generator) relistPod(ctx context.Context, uid string) {
-	st := &g.st
-	start := g.clock.Now()
-	st.prevRelist = g.health.last()
-	g.metrics.PodRelists.Inc()
-	defer func() { g.metrics.PodRelistDuration.Observe(g.clock.Since(start).Seconds()) }()
-
-	sandboxes, containers, err := g.list(ctx, start, uid)
-	if err != nil {
-		// The next global relist will see the pod.
-		return
+	if pi := g.podListed(ctx, g.listPod(ctx, uid)); pi != nil {
+		g.podInspected(ctx, g.inspectListed(ctx, pi))
 	}
+}
+
+// A pod's relist runs in three steps, so that the relist loop can run the
+// two that wait on the runtime without relistMu and go on applying other
+// pods' events meanwhile (relistState.listing keeps the pod's own events
+// out): listPod, then podListed under relistMu, then, if the pod changed,
+// inspectListed, then podInspected under relistMu.
+
+// podList is what a pod's lists returned, for podListed.
+type podList struct {
+	uid   string
+	start time.Time
+	// lastGlobal is the start of the latest successful global relist when
+	// the lists began: one that started since has seen the pod after them.
+	lastGlobal time.Time
+	sandboxes  []*runtimeapi.PodSandbox
+	containers []*runtimeapi.Container
+	err        error
+}
+
+// podInspection is a pod's relist waiting for, or holding, its inspection.
+type podInspection struct {
+	list podList
+	w    podWork
+	in   inspection
+}
+
+// listPod lists pod's items. It touches no relist state.
+func (g *Generator) listPod(ctx context.Context, uid string) podList {
+	l := podList{uid: uid, start: g.clock.Now(), lastGlobal: g.health.last()}
+	l.sandboxes, l.containers, l.err = g.list(ctx, l.start, uid)
+	return l
+}
+
+// podListed reconciles a pod's record with what its lists returned. It
+// returns the pod's inspection to run if it changed, or finishes the
+// relist and returns nil. Callers hold relistMu.
+func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
+	st := &g.st
+	uid, start := l.uid, l.start
+	if l.err != nil || !g.health.last().Equal(l.lastGlobal) {
+		// Failed: the next global relist will see the pod. Or a caller's
+		// Relist listed every pod after these lists began, which served
+		// the request and may be newer than them.
+		g.podRelisted(l, false, false)
+		return nil
+	}
+	st.prevRelist = l.lastGlobal
 	g.absorbEvents(uid)
-	st.group(sandboxes, containers, uid)
+	st.group(l.sandboxes, l.containers, uid)
 
 	rec, known := st.records[uid]
 	if !known {
@@ -105,18 +145,52 @@ func (g *Generator) relistPod(ctx context.Context, uid string) {
 		rec.vanish()
 		g.conditions.drop(uid)
 	}
-	if w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid), st.hints.take(uid, rec.knows, start)); ok && (known || len(w.transitions) > 0) {
-		g.reconcileAll(ctx, []podWork{w}, start)
+	w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid), st.hints.take(uid, rec.knows, start))
+	if !ok || !(known || len(w.transitions) > 0) {
+		g.podRelisted(l, ctx.Err() == nil, gone)
+		return nil
 	}
-	if gone {
-		delete(st.records, uid)
+	if !gone {
+		w.pod = rec.pod()
 	}
-	st.dropListItems()
-	if ctx.Err() != nil {
+	return &podInspection{list: l, w: w}
+}
+
+// inspectListed asks the runtime for the changed pod's status. Like an
+// inspection worker it touches nothing but pi.
+func (g *Generator) inspectListed(ctx context.Context, pi *podInspection) *podInspection {
+	pi.in = g.inspectWork(ctx, &pi.w)
+	return pi
+}
+
+// podInspected applies a pod's inspection and finishes its relist.
+// Callers hold relistMu.
+func (g *Generator) podInspected(ctx context.Context, pi *podInspection) {
+	if !g.health.last().Equal(pi.list.lastGlobal) {
+		// A caller's Relist came in between, as in podListed.
+		g.podRelisted(pi.list, false, false)
 		return
 	}
-	// Release those waiting for the pod even when nothing changed.
-	g.cache.SetObservedTime(uid, start)
+	g.apply(ctx, &pi.w, pi.in, pi.list.start)
+	g.podRelisted(pi.list, ctx.Err() == nil, pi.w.gone)
+}
+
+// podRelisted ends a pod's relist: the record of a pod gone is dropped,
+// the records' list items are let go and, if it observed the pod, those
+// waiting for the pod are released even when nothing changed. Callers hold
+// relistMu.
+func (g *Generator) podRelisted(l podList, observed, gone bool) {
+	st := &g.st
+	st.listing = ""
+	g.metrics.PodRelists.Inc()
+	g.metrics.PodRelistDuration.Observe(g.clock.Since(l.start).Seconds())
+	if gone {
+		delete(st.records, l.uid)
+	}
+	st.dropListItems()
+	if observed {
+		g.cache.SetObservedTime(l.uid, l.start)
+	}
 }
 
 // list returns the runtime's sandboxes and containers, of pod only if set.

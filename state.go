@@ -35,6 +35,11 @@ type relistState struct {
 	// prevRelist is the start of the global relist before the one, or the
 	// per-pod relist, running: what its records were last observed at.
 	prevRelist time.Time
+	// listing is the pod whose per-pod lists are in flight while the relist
+	// loop handles other pods' events (relistPodAsync): its own events are
+	// taken as hints, since what the lists return may be newer than them,
+	// or older, and must not be compared with records their payloads moved.
+	listing string
 }
 
 // group sorts the listed sandboxes and containers into pod records, as a
