@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/daemon"
 	"github.com/plegkit/pleg/internal/runtimetest"
 	"github.com/plegkit/pleg/runtime/cri"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // BenchmarkRestartLatency measures, on containerd, how long after the CRI
@@ -24,7 +27,10 @@ import (
 // create, start. Two daemons watch the one containerd side by side, one
 // applying the events' payloads at once (payloads), one taking events as
 // hints for relists of their pods alone (hints); each is read by a
-// Subscribe() consumer (sub) and by a /v1/events client (api). From the
+// Subscribe() consumer (sub) and by a /v1/events client (api). Beside them
+// a bare client of the runtime's event stream (runtime-stream) gives the
+// floor: when containerd's own events arrive. payloads-applied and
+// payloads-fallback-REASON tell how the payloads daemon took the events. From the
 // return of StopContainer to ContainerDied, of RemoveContainer to
 // ContainerRemoved, of StartContainer to ContainerStarted; negative when
 // the event came before the call returned. dup counts events delivered
@@ -83,10 +89,79 @@ func (a *arrivals) get(k arrivalKey) (time.Time, bool) {
 	return t, ok
 }
 
-// watched is a daemon and its two consumers.
+// watched is a source of events and its consumers: a daemon read by a
+// subscriber (sub) and a /v1/events client (api), or the runtime's own
+// event stream read raw (stream), the floor any client of it can reach.
 type watched struct {
-	name     string
-	sub, api *arrivals
+	name      string
+	consumers map[string]*arrivals
+	reg       prometheus.Gatherer // a daemon's
+	gen       *pleg.Generator     // a daemon's
+}
+
+func newArrivals() *arrivals { return &arrivals{at: map[arrivalKey]time.Time{}} }
+
+// watchRuntimeStream reads the runtime's event stream with a bare client, as the
+// daemons' CRI adapter does, and records when each container event comes.
+func watchRuntimeStream(b *testing.B, in *runtimetest.Instance) *watched {
+	b.Helper()
+	w := &watched{name: "runtime", consumers: map[string]*arrivals{"stream": newArrivals()}}
+	ctx, stop := context.WithCancel(context.Background())
+	stream, err := in.Runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		stop()
+		b.Fatal(err)
+	}
+	types := map[runtimeapi.ContainerEventType]pleg.EventType{
+		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT: pleg.ContainerStarted,
+		runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT: pleg.ContainerDied,
+		runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT: pleg.ContainerRemoved,
+	}
+	var wg sync.WaitGroup
+	b.Cleanup(func() {
+		stop()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if typ, ok := types[ev.GetContainerEventType()]; ok {
+				w.consumers["stream"].add(ev.GetContainerId(), string(typ), time.Now())
+			}
+		}
+	})
+	return w
+}
+
+// counted sums the samples of the daemon's counter name whose label
+// matches, or all of them when label is empty: what the run's events took.
+func (w *watched) counted(b *testing.B, name, label, value string) float64 {
+	b.Helper()
+	families, err := w.reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if label == "" || (l.GetName() == label && l.GetValue() == value) {
+					sum += m.GetCounter().GetValue()
+					break
+				}
+			}
+			if len(m.GetLabel()) == 0 {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, name string, hintOnly bool) *watched {
@@ -105,7 +180,7 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &watched{name: name, sub: &arrivals{at: map[arrivalKey]time.Time{}}, api: &arrivals{at: map[arrivalKey]time.Time{}}}
+	w := &watched{name: name, consumers: map[string]*arrivals{"sub": newArrivals(), "api": newArrivals()}, reg: d.Registry, gen: d.Gen}
 	sub := d.Gen.Subscribe()
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(context.Background())
@@ -125,7 +200,7 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 			if err != nil {
 				return
 			}
-			w.sub.add(ev.ContainerID, string(ev.Type), time.Now())
+			w.consumers["sub"].add(ev.ContainerID, string(ev.Type), time.Now())
 		}
 	})
 	c, err := client.New("http://"+d.Addr(), client.Options{})
@@ -134,7 +209,7 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 	}
 	wg.Go(func() {
 		_ = c.Follow(runCtx, client.FollowOptions{}, func(ev api.Event) error {
-			w.api.add(ev.ContainerID, ev.Type, time.Now())
+			w.consumers["api"].add(ev.ContainerID, ev.Type, time.Now())
 			return nil
 		})
 	})
@@ -176,7 +251,7 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 		}
 		apps[i] = &app{pod: pod, sandbox: sb, id: id}
 	}
-	paths := []*watched{watchDaemon(b, ctx, in, "payloads", false), watchDaemon(b, ctx, in, "hints", true)}
+	paths := []*watched{watchDaemon(b, ctx, in, "payloads", false), watchDaemon(b, ctx, in, "hints", true), watchRuntimeStream(b, in)}
 
 	// The calls' returns, as keys the consumers must see.
 	var mu sync.Mutex
@@ -226,7 +301,7 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 	// Everything expected arrives, or counts as missing after a while.
 	settle := time.Now().Add(10 * time.Second)
 	for _, w := range paths {
-		for _, got := range []*arrivals{w.sub, w.api} {
+		for _, got := range w.consumers {
 			for k := range returned {
 				for {
 					if _, ok := got.get(k); ok || time.Now().After(settle) {
@@ -238,7 +313,7 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 		}
 	}
 	for _, w := range paths {
-		for consumer, got := range map[string]*arrivals{"sub": w.sub, "api": w.api} {
+		for consumer, got := range w.consumers {
 			byType := map[string][]time.Duration{}
 			missing := 0
 			for k, at := range returned {
@@ -261,6 +336,20 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 			}
 			b.ReportMetric(float64(got.dups), w.name+"-"+consumer+"-dup")
 			b.ReportMetric(float64(missing), w.name+"-"+consumer+"-missing")
+		}
+	}
+	// How the payloads daemon took the events: applied at once, or as hints
+	// (for which reason), so that a slow figure says which path it came by.
+	p := paths[0]
+	b.ReportMetric(p.counted(b, "pleg_evented_payloads_applied_total", "", ""), "payloads-applied")
+	// Global relists every period instead of every evented period, had
+	// the stream been taken for one that does not tell removals.
+	if p.gen.Status().UntoldRemovals {
+		b.ReportMetric(1, "payloads-untold-removals")
+	}
+	for _, reason := range []string{"replayed", "no_sandbox_status", "no_subject_status", "contradicts_event", "failing_pod", "hints_pending", "overtaken_by_relist"} {
+		if n := p.counted(b, "pleg_evented_payload_fallbacks_total", "reason", reason); n > 0 {
+			b.ReportMetric(n, "payloads-fallback-"+reason)
 		}
 	}
 }
