@@ -73,17 +73,24 @@ func Unavailable(t testing.TB, err error) {
 }
 
 // Build builds etcd and kube-apiserver into <cache>/kube/bin, the cache
-// being $PLEG_CACHE_DIR or else the repository's .cache; `go build` relinks
-// nothing that is up to date. Concurrent builds, also from other test
-// processes, take turns through a lock file.
+// being $PLEG_CACHE_DIR, else ~/.cache/pleg, else the repository's .cache;
+// `go build` relinks nothing that is up to date. Concurrent builds, also
+// from other test processes, take turns through a lock file.
 func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
 	mod, err := moduleDir()
 	if err != nil {
 		return Binaries{}, err
 	}
+	// The runtime harness's rule (internal/runtimetest.CacheDir, which this
+	// module cannot import): the servers are built once per machine, not
+	// once per clone.
 	cache := os.Getenv("PLEG_CACHE_DIR")
 	if cache == "" {
-		cache = filepath.Join(mod, "..", "..", ".cache")
+		if d, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(d, "pleg")
+		} else {
+			cache = filepath.Join(mod, "..", "..", ".cache")
+		}
 	}
 	binDir, err := filepath.Abs(filepath.Join(cache, "kube", "bin"))
 	if err != nil {
