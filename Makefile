@@ -8,8 +8,9 @@ STRESS_PKGS = ./sim/... ./api/... ./doctor/... . ./daemon/...
 # The benchmarks that take minutes each: CPU over idle windows, runs at the
 # scale of 1,000 to 10,000 pods, and restarts on containerd for a while.
 LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|RestartLatency
-# How long make fuzz runs each fuzz target.
+# How long make fuzz runs each fuzz target, and make test (so CI) too.
 FUZZTIME ?= 10s
+CI_FUZZTIME ?= 3s
 
 .PHONY: test test-matrix check test-stress bench bench-long fuzz demo
 
@@ -24,12 +25,25 @@ KUBE_TEST_MODULE = test/kube
 TEST_TIMEOUT ?= 40m
 
 ## test: format and vet checks, then every test with the race detector;
-## each fuzz target runs its seed corpus as a test; the end-to-end tests
+## each fuzz target runs its seed corpus as a test, then fuzzes for
+## CI_FUZZTIME (3s); the end-to-end tests
 ## run against containerd 1.7 and the newest 2.x and CRI-O with pod events
 ## on and off (PLEG_CONTAINERD_VERSIONS and PLEG_CRIO_VERSIONS choose others)
+## test/kube runs beside the root module's tests: the end-to-end tests
+## mostly wait on their runtimes, and its first run builds etcd and
+## kube-apiserver (about 20 CPU-minutes), which fills that wait. Its output
+## follows the root module's.
 test: check
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@kubelog=$$(mktemp); \
+	(cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) >$$kubelog 2>&1 & kube=$$!; \
+	trap 'kill $$kube 2>/dev/null; rm -f $$kubelog' EXIT INT TERM HUP; \
+	echo "$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...   (and $(KUBE_TEST_MODULE) beside it)"; \
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...; root=$$?; \
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(CI_FUZZTIME); fuzz=$$?; \
+	wait $$kube; kubest=$$?; \
+	echo "cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./..."; \
+	cat $$kubelog; \
+	[ $$root -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$kubest -eq 0 ]
 
 ## test-matrix: the runtime harness and end-to-end tests against every
 ## containerd line in the field (1.7, 2.0, 2.1, 2.2, 2.3, 2.4) and CRI-O
