@@ -178,10 +178,19 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		}
 	}
 	rec.cur = next
+	seen := stageOf(p.typ)
+	for _, c := range p.containers {
+		if c.GetId() == p.subject && c.GetStartedAt() > 0 {
+			// It ran, in whatever order its events come: CRI-O may send
+			// the STOPPED of a container that exits at once before its
+			// STARTED, whose payload then moves nothing.
+			seen |= stageStarted
+		}
+	}
 	var transitions []transition
 	for _, t := range rec.transitions() {
 		if t.id == p.subject {
-			transitions = append(transitions, expand(t, stageOf(p.typ))...)
+			transitions = append(transitions, expand(t, seen)...)
 		} else {
 			transitions = append(transitions, t)
 		}

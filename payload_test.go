@@ -419,6 +419,26 @@ func TestOtherPodsDoNotWaitForAPodsInspection(t *testing.T) {
 	})
 }
 
+// TestStoppedBeforeStarted: a container that exits at once may have its
+// STOPPED sent before its STARTED (CRI-O does): its payload shows that it
+// ran, so it is told Started and Died, in that order, and the late
+// STARTED tells nothing more.
+func TestStoppedBeforeStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+		e.settle()
+		e.rt.AddContainer(webPod(), fakeruntime.Container{ID: "c2", Name: "flash", SandboxID: "sb", State: created})
+		e.emit("web", "c2", evCreated)
+		_ = e.rt.SetContainerState("c2", exited, 0)
+		e.emit("web", "c2", evStopped)
+		e.emit("web", "c2", evStarted)
+		e.wait(time.Minute)
+		if want := []ev{startedEv("web", "c2"), diedEv("web", "c2")}; !slices.Equal(e.got, want) {
+			t.Errorf("events %v, want %v", e.got, want)
+		}
+	})
+}
+
 // TestPayloadNeverMovesAPodBack: a stale payload, as a late or reordered
 // event brings, changes nothing that is known newer.
 func TestPayloadNeverMovesAPodBack(t *testing.T) {
