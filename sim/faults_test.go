@@ -104,9 +104,11 @@ func TestFaultHang(t *testing.T) {
 	client := dial(t, s)
 	setFaults(t, s, Faults{Hang: map[string]bool{runtime.OpListContainers: true}})
 
+	// Timed from before the deadline is set: from after, a busy machine
+	// lets the deadline pass sooner.
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if err := listErr(ctx, client); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("hung ListContainers: %v, want DeadlineExceeded", err)
 	}
