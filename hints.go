@@ -204,14 +204,17 @@ type hinted struct {
 }
 
 // take consumes the hints of pod uid after a relist of it. known tells
-// whether the relist's record knows a container: then the relist reports
-// it, and seen returns the stages the stream reported, which can tell of a
-// state the relist came too late to see. The hints of a container the
-// record does not know and that the stream said was deleted become its
-// transitions, unless it was reported removed already. Hints of containers
-// neither known nor deleted wait, for a while, for a relist that settles
-// them.
-func (b *hintBook) take(uid string, known func(id string, sandbox bool) bool, now time.Time) (h hinted) {
+// whether the relist's record knows a container, and whether the latest
+// list still listed it: then the relist reports it, and seen returns the
+// stages the stream reported, which can tell of a state the relist came
+// too late to see. A DELETED of a container the list still listed came
+// after the list, so its hint waits for the relist that finds it gone,
+// which would otherwise take the removal for one the stream did not tell.
+// The hints of a container the record does not know and that the stream
+// said was deleted become its transitions, unless it was reported removed
+// already. Hints of containers neither known nor deleted wait, for a
+// while, for a relist that settles them.
+func (b *hintBook) take(uid string, known func(id string, sandbox bool) (known, listed bool), now time.Time) (h hinted) {
 	ph := b.pods[uid]
 	if ph == nil {
 		return h
@@ -219,12 +222,17 @@ func (b *hintBook) take(uid string, known func(id string, sandbox bool) bool, no
 	kept := ph.items[:0]
 	for _, x := range ph.items {
 		_, removed := b.removed[x.id]
+		isKnown, listed := known(x.id, x.sandbox)
 		switch {
-		case known(x.id, x.sandbox):
+		case isKnown:
 			if h.seen == nil {
 				h.seen = make(map[hintKey]stage)
 			}
 			h.seen[hintKey{x.id, x.sandbox}] = x.stages
+			if listed && x.stages&stageDeleted != 0 && now.Sub(x.last) <= hintTTL {
+				kept = append(kept, x)
+				continue
+			}
 		case removed:
 		case x.stages&stageDeleted != 0:
 			h.extra = append(h.extra, x.transitions()...)

@@ -86,7 +86,7 @@ func noteIn(b *hintBook, ev *runtimeapi.ContainerEventResponse, replay bool, now
 
 func TestHintBook(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	knowsNothing := func(string, bool) bool { return false }
+	knowsNothing := func(string, bool) (bool, bool) { return false, false }
 
 	t.Run("a container's events fold into one hint", func(t *testing.T) {
 		b := newHintBook()
@@ -137,9 +137,32 @@ func TestHintBook(t *testing.T) {
 		b := newHintBook()
 		noteIn(b, podEvent("p", "sb", "c", evStarted, "c"), false, t0)
 		noteIn(b, podEvent("p", "sb", "c", evStopped, "c"), false, t0)
-		h := b.take("p", func(id string, _ bool) bool { return id == "c" }, t0)
+		h := b.take("p", func(id string, _ bool) (bool, bool) { return id == "c", id == "c" }, t0)
 		if len(h.extra) != 0 || h.seen[hintKey{"c", false}] != stageStarted|stageStopped {
 			t.Errorf("take = %+v", h)
+		}
+		if n, _, _ := b.size(); n != 0 {
+			t.Errorf("%d hints left", n)
+		}
+	})
+
+	t.Run("a DELETED that came after the list waits for the relist that finds the container gone", func(t *testing.T) {
+		b := newHintBook()
+		noteIn(b, podEvent("p", "sb", "c", evStopped, "c"), false, t0)
+		noteIn(b, podEvent("p", "sb", "c", evDeleted), false, t0)
+		listed := func(id string, _ bool) (bool, bool) { return id == "c", id == "c" }
+		if h := b.take("p", listed, t0); h.seen[hintKey{"c", false}] != stageStopped|stageDeleted {
+			t.Errorf("take while listed = %+v", h)
+		}
+		if n, _, _ := b.size(); n != 1 {
+			t.Fatalf("%d hints, want c's, kept", n)
+		}
+		gone := func(id string, _ bool) (bool, bool) { return id == "c", false }
+		if h := b.take("p", gone, t0.Add(time.Second)); h.seen[hintKey{"c", false}]&stageDeleted == 0 || len(h.extra) != 0 {
+			t.Errorf("take once gone = %+v, want its deletion seen", h)
+		}
+		if n, _, _ := b.size(); n != 0 {
+			t.Errorf("%d hints left", n)
 		}
 	})
 
@@ -161,7 +184,7 @@ func TestHintBook(t *testing.T) {
 	t.Run("owners are kept while a record knows them", func(t *testing.T) {
 		b := newHintBook()
 		noteIn(b, podEvent("p", "sb", "c", evStarted, "c", "d"), false, t0)
-		b.take("p", func(string, bool) bool { return true }, t0)
+		b.take("p", func(string, bool) (bool, bool) { return true, true }, t0)
 		later := t0.Add(hintTTL + time.Second)
 		b.prune(later, func(uid, id string) bool { return uid == "p" && id != "d" })
 		if _, owners, _ := b.size(); owners != 2 {
@@ -225,7 +248,7 @@ func FuzzHintBook(f *testing.F) {
 			}
 		}
 		for _, uid := range []string{"p", "q"} {
-			h := b.take(uid, func(id string, _ bool) bool { return id == "c2" }, now)
+			h := b.take(uid, func(id string, _ bool) (bool, bool) { return id == "c2", id == "c2" }, now)
 			last := map[string]int{}
 			for _, tr := range h.extra {
 				if tr.new.rank(true) <= tr.old.rank(false) || tr.old.rank(false) < last[tr.id] {

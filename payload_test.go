@@ -419,6 +419,40 @@ func TestOtherPodsDoNotWaitForAPodsInspection(t *testing.T) {
 	})
 }
 
+// TestDeletedDuringAPodsListIsTold: a DELETED that comes while a pod's
+// lists are in flight, lists that still show the container, is kept for
+// the relist that finds it gone: that removal was told, and three such
+// must not make the stream one that does not tell removals.
+func TestDeletedDuringAPodsListIsTold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running), ctr("c2", running), ctr("c3", running)))
+		e.settle()
+		// Removals count as untold only from a global relist after the
+		// stream connected; the first one may have raced with it.
+		e.wait(90 * time.Minute)
+		var want []ev
+		for _, id := range []string{"c1", "c2", "c3"} {
+			e.rt.SetLatency(runtime.OpListContainers, time.Minute)
+			_ = e.rt.SetContainerState(id, exited, 0)
+			e.emit("web", id, evStopped) // its confirming relist lists for a minute
+			// Its DELETED comes while the runtime still lists it, as when
+			// the list was answered just before the removal.
+			e.emit("web", id, evDeleted)
+			e.wait(time.Minute + time.Second) // the lists show it; the next relist lists
+			e.rt.Remove(id)
+			e.rt.SetLatency(runtime.OpListContainers, 0)
+			e.wait(2 * time.Minute) // the next relist finds it gone
+			want = append(want, diedEv("web", id), removedEv("web", id))
+		}
+		if !slices.Equal(e.got, want) {
+			t.Errorf("events %v, want %v", e.got, want)
+		}
+		if e.g.Status().UntoldRemovals {
+			t.Error("removals the stream told were taken for untold ones")
+		}
+	})
+}
+
 // TestStoppedBeforeStarted: a container that exits at once may have its
 // STOPPED sent before its STARTED (CRI-O does): its payload shows that it
 // ran, so it is told Started and Died, in that order, and the late

@@ -158,10 +158,16 @@ func find(entries []entry, e *entry) (*entry, bool) {
 // knows reports whether the record has the container or sandbox id, as
 // known before or as just listed.
 func (r *podRecord) knows(id string, sandbox bool) bool {
+	known, _ := r.sees(id, sandbox)
+	return known
+}
+
+// sees is knows, and whether the latest list listed the item.
+func (r *podRecord) sees(id string, sandbox bool) (known, listed bool) {
 	e := entry{id: id, sandbox: sandbox}
 	_, inOld := find(r.old, &e)
 	_, inCur := find(r.cur, &e)
-	return inOld || inCur
+	return inOld || inCur, inCur
 }
 
 // advance makes what the latest list saw the pod's known state. The list

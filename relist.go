@@ -145,7 +145,7 @@ func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 		rec.vanish()
 		g.conditions.drop(uid)
 	}
-	w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid), st.hints.take(uid, rec.knows, start))
+	w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid), st.hints.take(uid, rec.sees, start))
 	if !ok || !(known || len(w.transitions) > 0) {
 		g.podRelisted(l, ctx.Err() == nil, gone)
 		return nil

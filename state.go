@@ -220,7 +220,7 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 			return hinted{}
 		}
 		delete(pending, rec.uid)
-		return st.hints.take(rec.uid, rec.knows, now)
+		return st.hints.take(rec.uid, rec.sees, now)
 	}
 	var work []podWork
 	for _, rec := range st.seen {
@@ -240,7 +240,7 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 	}
 	for uid, ph := range pending {
 		rec := &podRecord{uid: uid, name: ph.name, namespace: ph.namespace}
-		if w, ok := workFor(rec, true, false, false, st.hints.take(uid, rec.knows, now)); ok && len(w.transitions) > 0 {
+		if w, ok := workFor(rec, true, false, false, st.hints.take(uid, rec.sees, now)); ok && len(w.transitions) > 0 {
 			work = append(work, w)
 		}
 	}
