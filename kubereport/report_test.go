@@ -252,12 +252,7 @@ func TestConditionFollowsTheGenerator(t *testing.T) {
 
 func TestConditionWritesAreRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := newAPIServer(node1())
-		src := &source{}
-		reg := prometheus.NewRegistry()
-		src.set(func(s *pleg.Status) {
-			*s = pleg.Status{Mode: pleg.ModeGeneric, RelistPeriod: time.Second, RelistThreshold: 3 * time.Minute, LastRelist: time.Now()}
-		})
+		api, src, reg := healthyNode()
 		var patches int
 		api.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 			patches++
@@ -288,12 +283,7 @@ func TestConditionWritesAreRateLimited(t *testing.T) {
 
 func TestAPIServerDownIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := newAPIServer(node1())
-		src := &source{}
-		reg := prometheus.NewRegistry()
-		src.set(func(s *pleg.Status) {
-			*s = pleg.Status{Mode: pleg.ModeGeneric, RelistPeriod: time.Second, RelistThreshold: 3 * time.Minute, LastRelist: time.Now()}
-		})
+		api, src, reg := healthyNode()
 		start(t, src, api, reg)
 		advance(time.Second)
 		if c := api.condition(t); c == nil || c.Status != corev1.ConditionFalse {
@@ -449,4 +439,14 @@ func TestWritesWithoutGetOnNodes(t *testing.T) {
 			t.Errorf("condition %+v: want it written without reading the node first", c)
 		}
 	})
+}
+
+// healthyNode is an API server holding node-1 and a generator that relists
+// as it should, with the registry for the reporter's counters.
+func healthyNode() (*apiServer, *source, *prometheus.Registry) {
+	src := &source{}
+	src.set(func(s *pleg.Status) {
+		*s = pleg.Status{Mode: pleg.ModeGeneric, RelistPeriod: time.Second, RelistThreshold: 3 * time.Minute, LastRelist: time.Now()}
+	})
+	return newAPIServer(node1()), src, prometheus.NewRegistry()
 }
