@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,8 +67,8 @@ type Options struct {
 	Profiling bool
 	// MaxStreams caps concurrent /v1/events streams; default 64.
 	MaxStreams int
-	// MaxStreamsPerClient caps the streams of one client, told by its
-	// address (every client of a unix socket counts as one); default 16.
+	// MaxStreamsPerClient caps the streams of one client, told by
+	// WithClient or else by its IP address; default 16.
 	MaxStreamsPerClient int
 	// MaxFilterValues caps the filter values of one /v1/events query;
 	// default 128.
@@ -530,10 +531,23 @@ func parseEventQuery(r *http.Request, maxValues int) (eventQuery, error) {
 	return q, nil
 }
 
-// clientKey names the client of r for the per-client stream cap: its IP
-// address, or "local" for a unix socket, whose mode and group decide who
-// may connect at all.
+type clientContextKey struct{}
+
+// WithClient returns ctx naming the client of the requests it carries,
+// for the per-client stream cap: a server that knows more of a connection
+// than its address (the daemon tells a unix socket's peer by user ID)
+// sets it in http.Server.ConnContext.
+func WithClient(ctx context.Context, client string) context.Context {
+	return context.WithValue(ctx, clientContextKey{}, client)
+}
+
+// clientKey names the client of r for the per-client stream cap: what
+// WithClient said, else its IP address, else "local" (a unix socket whose
+// server does not tell its peers apart).
 func clientKey(r *http.Request) string {
+	if client, ok := r.Context().Value(clientContextKey{}).(string); ok && client != "" {
+		return client
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil || host == "" {
 		return "local"
