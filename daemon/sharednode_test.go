@@ -118,7 +118,7 @@ func unixClient(path string) *http.Client {
 }
 
 // connections reads pleg_http_connections{listener}.
-func connections(t *testing.T, d *Daemon, listener string) int {
+func connections(t testing.TB, d *Daemon, listener string) int {
 	t.Helper()
 	families, err := d.Registry.Gather()
 	if err != nil {
