@@ -132,7 +132,7 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 	f.StringVar(&cfg.WebConfigFile, "web-config-file", "", "Prometheus exporter web config: TLS, client certificates and basic auth on every listener")
 	f.IntVar(&cfg.EventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from")
 	f.IntVar(&cfg.MaxStreams, "max-streams", api.DefaultMaxStreams, "concurrent /v1/events clients at most")
-	f.IntVar(&cfg.MaxStreamsPerClient, "max-streams-per-client", api.DefaultMaxStreamsPerClient, "concurrent /v1/events streams of one client address at most")
+	f.IntVar(&cfg.MaxStreamsPerClient, "max-streams-per-client", api.DefaultMaxStreamsPerClient, "concurrent /v1/events streams of one client at most: an IP address, or a user on a unix socket")
 	f.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", api.DefaultStreamIdleTimeout, "end a /v1/events stream that has sent no event for this long")
 	f.IntVar(&cfg.Limits.MaxConnections, "max-connections", daemon.DefaultMaxConnections, "open connections of each listener at most")
 	g.maxListBytes = cri.DefaultMaxListBytes
