@@ -25,15 +25,13 @@ const minHoldToEvict = 300 * time.Millisecond
 // to send one. A connection that is idle may always be closed (HTTP
 // clients expect a keep-alive connection to end); one that is not must
 // have been so for minHoldToEvict, so that a burst of requests is served
-// rather than cut. While no connection may
-// be closed, the new one waits, as before the cap was reached.
+// rather than cut. While no connection may be closed, the new one waits.
 //
 // So a client that holds every slot, idle or in slow requests, holds them
 // only until someone else connects: the kubelet's probes and Prometheus's
-// scrapes always get in. A newcomer is never the one closed, and within
-// the client that holds the most its oldest go first, so a probe that
-// shares the address of the client that floods (both on the node's IP)
-// is answered before its turn comes.
+// scrapes get in. A newcomer is never the one closed, and within the
+// client that holds the most its oldest go first, so a probe that shares
+// that client's address (both on the node's IP) is not closed either.
 type connLimiter struct {
 	net.Listener
 	max     int
