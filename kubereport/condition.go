@@ -20,8 +20,8 @@ import (
 // conditionWriter keeps the node's condition equal to the latest verdict.
 // The reporter's loop hands it verdicts (set) and never waits for it; its
 // own goroutine (run) writes them with a strategic merge patch on
-// nodes/status, which leaves the kubelet's conditions alone: a change
-// after a random part of the spread, at most one write per minInterval, a
+// nodes/status, which leaves the kubelet's conditions alone: a change at
+// the node's turn in the spread, at most one write per minInterval, a
 // failed one retried with a capped backoff (the latest verdict, not the
 // failed one), and a heartbeat when nothing changes.
 type conditionWriter struct {
@@ -41,7 +41,7 @@ type conditionWriter struct {
 	mu sync.Mutex
 	// want is the latest verdict and since when its status holds; wanted
 	// is false before the first. pending tells it is not written yet, and
-	// notBefore when it may be: its share of the spread, drawn when the
+	// notBefore when it may be: the node's turn in the spread after the
 	// verdicts started to differ from what was written.
 	want      verdict
 	since     time.Time
@@ -82,9 +82,7 @@ func (w *conditionWriter) set(v verdict, now time.Time) {
 	if w.pending {
 		w.count(resultDropped)
 	} else {
-		// A verdict that replaces one still waiting keeps its turn: a
-		// flapping node is not pushed back for ever.
-		w.notBefore = now.Add(w.spread.delay())
+		w.notBefore = w.spread.turn(now)
 	}
 	if !w.wanted || v.status() != w.want.status() {
 		w.since = now
@@ -152,7 +150,7 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	if now.Before(notBefore) {
-		return notBefore // the change waits for its share of the spread
+		return notBefore // the change waits for the node's turn
 	}
 	if !w.known {
 		// Read the condition pleg wrote before a restart, so that its

@@ -15,7 +15,7 @@
 //
 // A fleet's nodes often change at once (a runtime upgrade that hangs, its
 // recovery), so every write is bounded for the API server's sake: each
-// write of a change waits a random part of Config.Spread; a node's
+// node writes its changes at its own moment of every Config.Spread; its
 // requests all pass one token bucket (ClientOptions.QPS and Burst); the
 // condition is written at most every MinWriteInterval; repeated events
 // become series; and pod events have a budget of their own.
@@ -133,14 +133,17 @@ type Config struct {
 	// dropped and counted.
 	PodEventBurst      int
 	PodEventsPerMinute int
-	// Spread is how far the writes of a change are spread
-	// (DefaultSpread): the condition and each event wait a random part of
-	// it, so that a fleet whose nodes all change at once writes over that
-	// long rather than in one second. The first heartbeat after a change
-	// comes at a random point of the second half of Heartbeat.
+	// Spread is how far the writes of a change are spread over a fleet
+	// (DefaultSpread): the node writes its changes (the condition, the
+	// events) at its own place in every window of that length, drawn
+	// when it starts, so that a fleet whose nodes all change at once
+	// writes over that long rather than in one second, and no change
+	// waits longer. The first heartbeat after a change comes at a random
+	// point of the second half of Heartbeat.
 	Spread time.Duration
-	// Rand returns the random numbers of the spread, in [0, 1); default
-	// math/rand/v2's Float64. Tests fix it.
+	// Rand returns the random numbers of the spread, in [0, 1), and must
+	// be safe for concurrent use; default math/rand/v2's Float64. Tests
+	// fix it.
 	Rand func() float64
 }
 
@@ -210,7 +213,7 @@ type Reporter struct {
 	notices *notices
 	podRate flowcontrol.PassiveRateLimiter
 	spread  spreader
-	// pending are the events waiting for their share of the spread;
+	// pending are the events waiting for the node's turn in the spread;
 	// Run's loop owns them.
 	pending pendingEvents
 
@@ -237,7 +240,7 @@ func New(src Source, cfg Config) (*Reporter, error) {
 		notices: newNotices(cfg.NodeName, cfg.Grace),
 		podRate: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(
 			float32(cfg.PodEventsPerMinute)/60, cfg.PodEventBurst, cfg.Clock),
-		spread: spreader{window: cfg.Spread, rand: cfg.Rand},
+		spread: newSpreader(cfg.Spread, cfg.Rand),
 	}
 	for _, result := range []string{resultWritten, resultRetried, resultDropped} {
 		r.reports.WithLabelValues(result) // each shows from the start
@@ -255,9 +258,8 @@ func New(src Source, cfg Config) (*Reporter, error) {
 func (r *Reporter) count(result string) { r.reports.WithLabelValues(result).Inc() }
 
 // Run reports until ctx ends, then sets the condition to Unknown (within
-// StopTimeout) and returns; events still waiting for their share of the
-// spread, or that the recorder still retries, are given up. A Reporter
-// runs once.
+// StopTimeout) and returns; events still waiting for the node's turn, or
+// that the recorder still retries, are given up. A Reporter runs once.
 func (r *Reporter) Run(ctx context.Context) error {
 	started := false
 	r.runOnce.Do(func() { started = true })
@@ -302,8 +304,8 @@ func (r *Reporter) Run(ctx context.Context) error {
 }
 
 // observe reads the status once, hands the verdict to the writer, queues
-// the events it calls for, each after its share of the spread, and records
-// those whose turn has come. It never waits for the API server.
+// the events it calls for until the node's turn, and records those whose
+// turn has come. It never waits for the API server.
 func (r *Reporter) observe(recorder events.EventRecorder, now time.Time) {
 	st := r.src.Status()
 	var sizes runtime.ListSizes
@@ -318,7 +320,7 @@ func (r *Reporter) observe(recorder events.EventRecorder, now time.Time) {
 			r.count(resultDropped)
 			continue
 		}
-		if !r.pending.add(e, now.Add(r.spread.delay())) {
+		if !r.pending.add(e, r.spread.turn(now)) {
 			r.count(resultDropped)
 		}
 	}

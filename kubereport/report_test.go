@@ -123,16 +123,18 @@ func node1(conditions ...corev1.NodeCondition) *corev1.Node {
 	}
 }
 
-// noSpread draws no delay: a change is written at once, and the first
-// heartbeat after it comes a whole period later. The tests of the spread
-// itself draw others.
-func noSpread() float64 { return 0 }
+// noSpread and noDraw make a reporter write a change at once, and its
+// first heartbeat after it a whole period later. The tests of the spread
+// itself set others.
+const noSpread = time.Nanosecond
+
+func noDraw() float64 { return 0 }
 
 // start runs a reporter of src in the bubble until the test ends; its
 // writes are not spread.
 func start(t *testing.T, src Source, api Client, reg prometheus.Registerer) {
 	t.Helper()
-	startWith(t, src, Config{NodeName: "node-1", Client: api, Registerer: reg, Rand: noSpread})
+	startWith(t, src, Config{NodeName: "node-1", Client: api, Registerer: reg, Spread: noSpread, Rand: noDraw})
 }
 
 // startWith runs a reporter of src with cfg in the bubble until the test
@@ -480,7 +482,7 @@ func TestStopSetsTheConditionUnknown(t *testing.T) {
 		t.Run(fmt.Sprintf("API server down %v", down), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				api, src, reg := healthyNode()
-				r, err := New(src, Config{NodeName: "node-1", Client: api, Registerer: reg, Rand: noSpread,
+				r, err := New(src, Config{NodeName: "node-1", Client: api, Registerer: reg, Spread: noSpread, Rand: noDraw,
 					Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					t.Fatal(err)

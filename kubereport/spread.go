@@ -7,22 +7,42 @@ import (
 // A fleet's nodes see a common cause at once: a runtime upgrade that
 // hangs, a registry outage, their recovery. Were each node to write the
 // moment it sees the change, the API server would take one write per node
-// in the same second. The reporter spreads them as the kubelet spreads its
-// own node status: every write a change calls for (the condition, each
-// event) waits a random part of the spread, and the first heartbeat after
-// a change comes at a random point of the second half of the period, so
-// that the fleet's heartbeats do not stay in step after a common change.
+// in the same second. The reporter spreads them as the kubelets spread
+// their own node status, each of which syncs every 10 s at a moment of
+// its own: a node writes the changes it sees (its condition, its events)
+// at its own place in every spread window, drawn when it starts, so that a
+// fleet's writes of a common change come evenly over the window, and none
+// waits longer than the window, however the node's verdicts come and go.
+// The first heartbeat after a change comes at a random point of the
+// second half of the period, so that the fleet's heartbeats do not stay in
+// step after a common change.
 
-// spreader draws the random delays. rand returns a number in [0, 1).
+// spreader says when a node's writes may go.
 type spreader struct {
 	window time.Duration
-	rand   func() float64
+	// place is the node's place in every window: its writes go at
+	// place, window + place, 2 × window + place... from the Unix epoch.
+	place time.Duration
+	// rand returns a number in [0, 1), safe for concurrent use.
+	rand func() float64
 }
 
-// delay is how long a write of a change waits: a random part of the
-// window.
-func (s spreader) delay() time.Duration {
-	return time.Duration(s.rand() * float64(s.window))
+func newSpreader(window time.Duration, rand func() float64) spreader {
+	return spreader{window: window, place: time.Duration(rand() * float64(window)), rand: rand}
+}
+
+// turn is the first moment from now that is the node's place in a
+// window: when a write of a change seen at now may go.
+func (s spreader) turn(now time.Time) time.Time {
+	w := int64(s.window)
+	into := (now.UnixNano() - int64(s.place)) % w
+	if into < 0 {
+		into += w
+	}
+	if into == 0 {
+		return now
+	}
+	return now.Add(time.Duration(w - into))
 }
 
 // heartbeat is the wait before the first heartbeat after a change or a

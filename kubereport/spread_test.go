@@ -2,6 +2,7 @@ package kubereport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -61,28 +62,38 @@ func (w *writes) count() int {
 	return n
 }
 
-// TestAChangeWaitsItsShareOfTheSpread: the writes of a change, the
-// condition and its event alike, wait the random part of the spread that
-// was drawn for them, and no longer.
-func TestAChangeWaitsItsShareOfTheSpread(t *testing.T) {
-	for _, draw := range []float64{0, 0.5, 0.99} {
+// TestAChangeWaitsForTheNodesTurn: the writes of a change, the condition
+// and its event alike, go at the node's place in the spread window (drawn
+// at its start) that comes first after the change was seen, and no later.
+func TestAChangeWaitsForTheNodesTurn(t *testing.T) {
+	for _, draw := range []float64{0, 0.25, 0.99} {
 		t.Run(fmt.Sprint(draw), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				api, src, _ := healthyNode()
 				w := recordWrites(api)
 				startWith(t, src, Config{NodeName: "node-1", Client: api, Rand: func() float64 { return draw }})
+				place := time.Duration(draw * float64(DefaultSpread))
+				// turnAfter is the first moment from t at the node's place.
+				turnAfter := func(t time.Time) time.Time {
+					turn := t.Truncate(DefaultSpread).Add(place)
+					if turn.Before(t) {
+						turn = turn.Add(DefaultSpread)
+					}
+					return turn
+				}
 				// The first verdict is a change too: a fleet started at
-				// once does not write at once either.
+				// once does not write at once either. (The bubble's
+				// clock starts on a multiple of the window.)
 				firstAt := time.Now()
 				advance(DefaultSpread + 2*time.Second)
-				delay := time.Duration(draw * float64(DefaultSpread))
-				if got := w.of("patch nodes"); len(got) != 1 || got[0].Sub(firstAt) != delay {
-					t.Fatalf("first condition written at %v after the first reading, want %v", since(firstAt, got), delay)
+				if got := w.of("patch nodes"); len(got) != 1 || !got[0].Equal(turnAfter(firstAt)) {
+					t.Fatalf("first condition written at %v after the first reading, want %v", since(firstAt, got), turnAfter(firstAt).Sub(firstAt))
 				}
 
-				// The runtime stops answering; after the grace the
-				// condition turns on and an event is told, each after
-				// its share.
+				// The runtime stops answering 3 s later; after the grace
+				// the condition turns on and an event is told, both at
+				// the node's next turn.
+				advance(3 * time.Second)
 				failingSince := time.Now()
 				src.set(func(s *pleg.Status) {
 					s.ListFailingSince, s.ListError = failingSince, status.Error(codes.Unavailable, "connection refused")
@@ -90,17 +101,53 @@ func TestAChangeWaitsItsShareOfTheSpread(t *testing.T) {
 				advance(DefaultGrace)
 				seenAt := time.Now() // the reading that passes the grace
 				advance(DefaultSpread + 2*time.Second)
+				turn := turnAfter(seenAt)
 				patches, events := w.of("patch nodes"), w.of("create events")
-				if len(patches) != 2 || patches[1].Sub(seenAt) != delay {
-					t.Errorf("condition turned on at %v after it was seen, want %v", since(seenAt, patches[1:]), delay)
+				if len(patches) != 2 || !patches[1].Equal(turn) {
+					t.Errorf("condition turned on at %v after it was seen, want %v", since(seenAt, patches[1:]), turn.Sub(seenAt))
 				}
-				// An event goes out at the first reading after its turn.
-				if len(events) != 1 || events[0].Sub(seenAt) < delay || events[0].Sub(seenAt) > delay+DefaultInterval {
-					t.Errorf("event written %v after it was seen, want within a reading after %v", since(seenAt, events), delay)
+				// An event goes out at the first reading from the turn.
+				if len(events) != 1 || events[0].Before(turn) || events[0].Sub(turn) >= DefaultInterval {
+					t.Errorf("event written %v after it was seen, want within a reading from %v", since(seenAt, events), turn.Sub(seenAt))
 				}
 			})
 		})
 	}
+}
+
+// TestAFlappingVerdictIsWrittenAtTheNodesTurns: a verdict that keeps
+// coming and going is written as it stands at the node's turns, once per
+// window at most, never in between.
+func TestAFlappingVerdictIsWrittenAtTheNodesTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api, src, _ := healthyNode()
+		w := recordWrites(api)
+		const draw = 0.75
+		startWith(t, src, Config{NodeName: "node-1", Client: api, Rand: func() float64 { return draw }})
+		// A pod hangs, but for one second in every four, when its
+		// inspection seems to answer. At the node's turns, every 10 s,
+		// it is hung and answering in turn.
+		hung := []pleg.PodFailure{{UID: "u1", Name: "web", Namespace: "shop", Since: time.Now(), Deadline: true, Err: errors.New("hung")}}
+		for i := range 120 {
+			src.set(func(s *pleg.Status) {
+				s.LastRelist, s.FailingPods = time.Now(), hung
+				if i%4 == 0 {
+					s.FailingPods = nil
+				}
+			})
+			advance(time.Second)
+		}
+		patches := w.of("patch nodes")
+		place := time.Duration(draw * float64(DefaultSpread))
+		for _, p := range patches {
+			if into := time.Duration(p.UnixNano()) % DefaultSpread; into != place {
+				t.Errorf("written %v into a window, want at the node's place, %v", into, place)
+			}
+		}
+		if len(patches) != 120/10 {
+			t.Errorf("%d writes in 2 minutes of a verdict that differs at every turn, want one per window", len(patches))
+		}
+	})
 }
 
 func since(t0 time.Time, ts []time.Time) []time.Duration {
@@ -113,10 +160,11 @@ func since(t0 time.Time, ts []time.Time) []time.Duration {
 
 // TestAFleetChangingAtOnceWritesOverTheSpread runs a fleet of reporters
 // whose nodes all see their runtime stop answering at the same instant,
-// and then recover at the same instant: with the draws spread evenly over
-// [0, 1), as a fleet's draws are on average, the API server takes no more
-// than a tenth of the fleet's writes in any second of the 10 s spread,
-// where without it every write would come in the same second.
+// and then recover at the same instant: with their places spread evenly
+// over the window, as a fleet's draws are on average, the API server
+// takes no more than a tenth of the fleet's writes in any second of the
+// 10 s spread, where without it every write would come in the same
+// second.
 func TestAFleetChangingAtOnceWritesOverTheSpread(t *testing.T) {
 	const nodes = 50
 	synctest.Test(t, func(t *testing.T) {
