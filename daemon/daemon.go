@@ -85,6 +85,7 @@ type Daemon struct {
 	API      *api.Server
 	servers  []*server // the API's, then the metrics' if any
 	kube     *kubereport.Reporter
+	build    *metrics.BuildInfo
 }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
@@ -111,6 +112,10 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	build, err := newBuildInfo(reg)
+	if err != nil {
+		return nil, err
+	}
 	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pleg_http_connections",
 		Help: "Open connections to the daemon's HTTP listener: api (every path) or metrics (/metrics and the probes).",
@@ -131,7 +136,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	journal := api.NewJournal(cfg.EventBuffer, uint64(time.Now().UnixMicro()))
 	d := &Daemon{
-		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, kube: kube,
+		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, kube: kube, build: build,
 		API: api.NewServer(api.Options{
 			Checks: []pleg.HealthCheck{gen.HealthCheck()},
 			Ready: func() (bool, error) {
@@ -196,6 +201,25 @@ func runtimeDetails(rt runtime.Runtime) func() []string {
 	}
 }
 
+// startVersionWatch keeps pleg_build_info's runtime labels current, when
+// the runtime tells its version, and returns what stops it.
+func (d *Daemon) startVersionWatch() (stop func()) {
+	rt, ok := d.cfg.Runtime.(versioner)
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchRuntimeVersion(ctx, rt, d.build, d.cfg.Logger)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // Addr returns the address the API listens on.
 func (d *Daemon) Addr() string { return d.servers[0].addr }
 
@@ -228,6 +252,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}()
 	d.Gen.Start()
 	stopKube := startKube(d.kube, d.cfg.Logger)
+	stopVersion := d.startVersionWatch()
 
 	served := make(chan error, len(d.servers))
 	for _, s := range d.servers {
@@ -274,6 +299,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = s.lis.Close()
 	}
 	stopKube()
+	stopVersion()
 	d.Gen.Stop()
 	stopJournal()
 	<-journalDone
