@@ -34,6 +34,10 @@ type conditionWriter struct {
 	maxRetry    time.Duration
 	heartbeat   time.Duration
 
+	// onStored, if set, is told the condition the API server holds, each
+	// time the writer learns it.
+	onStored func(*corev1.NodeCondition)
+
 	// notify wakes run when the verdict changes.
 	notify chan struct{}
 
@@ -160,6 +164,7 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 		}
 	}
 	if w.stored != nil && same(w.stored, want) && now.Sub(w.stored.LastHeartbeatTime.Time) < w.heartbeat {
+		w.store(w.stored)
 		w.written(want)
 		return w.stored.LastHeartbeatTime.Add(w.heartbeat)
 	}
@@ -195,12 +200,20 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 	}
 	w.resetBackoff()
 	if got := find(node); got != nil {
-		w.stored = got
+		w.store(got)
 	} else {
-		w.stored = &cond
+		w.store(&cond)
 	}
 	w.written(want)
 	return now.Add(w.heartbeat)
+}
+
+// store records c as the condition the API server holds.
+func (w *conditionWriter) store(c *corev1.NodeCondition) {
+	w.stored = c
+	if w.onStored != nil {
+		w.onStored(c)
+	}
 }
 
 // failed counts a failed attempt and returns when to retry.
