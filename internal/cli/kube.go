@@ -18,18 +18,26 @@ type kubeFlags struct {
 	kubeconfig string
 	inCluster  bool
 	nodeName   string
+	qps        float32
+	burst      int
 }
 
 func (k *kubeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "report a node condition and events to the Kubernetes API server of this kubeconfig file")
 	f.BoolVar(&k.inCluster, "in-cluster", false, "report a node condition and events to the Kubernetes API server, with the pod's service account")
 	f.StringVar(&k.nodeName, "node-name", "", "the Node object to report on (default: $NODE_NAME, else the host name)")
+	f.Float32Var(&k.qps, "kube-api-qps", kubereport.DefaultQPS, "requests a second to the Kubernetes API server, on average")
+	f.IntVar(&k.burst, "kube-api-burst", kubereport.DefaultBurst, "requests to the Kubernetes API server at once, at most")
 }
 
 func (k *kubeFlags) enabled() bool { return k.kubeconfig != "" || k.inCluster }
 
 func (k *kubeFlags) validate() error {
 	switch {
+	case !(k.qps > 0): // NaN too
+		return fmt.Errorf("--kube-api-qps %v: must be more than 0", k.qps)
+	case k.burst < 1:
+		return fmt.Errorf("--kube-api-burst %d: must be at least 1", k.burst)
 	case k.kubeconfig != "" && k.inCluster:
 		return errors.New("--kubeconfig and --in-cluster: want one of them")
 	case k.nodeName != "" && !k.enabled():
@@ -81,6 +89,8 @@ func (k *kubeFlags) config() (*kubereport.Config, error) {
 		Kubeconfig: k.kubeconfig,
 		InCluster:  k.inCluster,
 		UserAgent:  "pleg/" + version + " (" + name + ")",
+		QPS:        k.qps,
+		Burst:      k.burst,
 	})
 	if err != nil {
 		return nil, err

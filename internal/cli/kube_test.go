@@ -17,6 +17,9 @@ func TestKubeFlagsAreCheckedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", "--node-name", "node-1"}, "--node-name: only with --kubeconfig or --in-cluster"},
 		{[]string{"run", "--kubeconfig", kubeconfig, "--node-name", "Node_1"}, `--node-name "Node_1": a lowercase RFC 1123 subdomain`},
 		{[]string{"run", "--kubeconfig", "/nonexistent/kubeconfig", "--node-name", "node-1"}, "/nonexistent/kubeconfig"},
+		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-qps", "0"}, "--kube-api-qps 0: must be more than 0"},
+		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-qps", "NaN"}, "--kube-api-qps NaN: must be more than 0"},
+		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-burst", "0"}, "--kube-api-burst 0: must be at least 1"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := run(t, append(tc.args, "--runtime-endpoint=unix:///nonexistent/cri.sock", "--listen=127.0.0.1:0")...)
@@ -49,7 +52,7 @@ func TestNodeName(t *testing.T) {
 
 func TestKubeconfigMakesAReporter(t *testing.T) {
 	kubeconfig := writeKubeconfig(t)
-	k := kubeFlags{kubeconfig: kubeconfig, nodeName: "node-1"}
+	k := kubeFlags{kubeconfig: kubeconfig, nodeName: "node-1", qps: 1, burst: 2}
 	if err := k.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +63,7 @@ func TestKubeconfigMakesAReporter(t *testing.T) {
 	if cfg.NodeName != "node-1" || cfg.Client == nil {
 		t.Errorf("config %+v", cfg)
 	}
-	if cfg, err := (&kubeFlags{}).config(); cfg != nil || err != nil {
+	if cfg, err := (&kubeFlags{qps: 1, burst: 2}).config(); cfg != nil || err != nil {
 		t.Errorf("without flags: %+v, %v; want reporting off", cfg, err)
 	}
 }
