@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/plegkit/pleg/metrics"
 )
 
@@ -63,6 +65,25 @@ func (c *podChange) events() []Event {
 	return out
 }
 
+// count adds the change's events to pleg_events_total, by type, without
+// making them.
+func (c *podChange) count(events *prometheus.CounterVec) {
+	for _, t := range c.transitions {
+		types, n := transitionEvents(t.old, t.new)
+		for _, typ := range types[:n] {
+			if typ != ContainerChanged {
+				events.WithLabelValues(string(typ)).Inc()
+			}
+		}
+	}
+	if c.podSync {
+		events.WithLabelValues(string(PodSync)).Inc()
+	}
+	if c.conditionMet {
+		events.WithLabelValues(string(ConditionMet)).Inc()
+	}
+}
+
 // fanout delivers each pod change to the Watch channel and to every
 // subscription. It never blocks the generator.
 type fanout struct {
@@ -77,6 +98,11 @@ type fanout struct {
 }
 
 func newFanout(capacity int, m *metrics.PLEG, log *slog.Logger) *fanout {
+	// Every type shows from the start, so that a rate of one is 0 rather
+	// than nothing.
+	for _, typ := range []EventType{ContainerStarted, ContainerDied, ContainerRemoved, PodSync, ConditionMet} {
+		m.Events.WithLabelValues(string(typ))
+	}
 	return &fanout{metrics: m, log: log, watch: make(chan Event, capacity), subs: make(map[*Subscription]struct{})}
 }
 
@@ -105,6 +131,7 @@ func (f *fanout) unsubscribe(s *Subscription) {
 }
 
 func (f *fanout) publish(c *podChange) {
+	c.count(f.metrics.Events)
 	if f.watching.Load() {
 		for _, ev := range c.events() {
 			select {
