@@ -150,7 +150,7 @@ func fleetPanels() []cog.Builder[dashboard.Panel] {
 		TextMode(common.BigValueTextModeValueAndName).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
 		WithTarget(query(`count(`+lastSeen+` <= 60) or vector(0)`, "healthy")).
-		WithTarget(query(`count((`+lastSeen+` > 60) and (avg_over_time(pleg_relist_in_flight{`+fleet+`}[1m]) > 0.5)) or vector(0)`, "relist hung")).
+		WithTarget(query(`count((`+lastSeen+` > 60) and (max_over_time(((time() - pleg_relist_started_timestamp_seconds{`+fleet+`}) * pleg_relist_in_flight{`+fleet+`})[2m:]) > 10)) or vector(0)`, "relist hung")).
 		WithTarget(query(`count(`+lastSeen+` > 180) or vector(0)`, "not healthy (3m)")).
 		WithTarget(query(`count(up{`+fleet+`} == 0) or vector(0)`, "down")).
 		OverrideByName("healthy", []dashboard.DynamicConfigValue{{Id: "color", Value: map[string]any{"mode": "fixed", "fixedColor": "green"}}}).
