@@ -186,9 +186,9 @@ func Wait(ctx context.Context, what string, cond func(ctx context.Context) (bool
 	}
 }
 
-// AlertMatch selects alerts: by name, state ("pending", "firing", or ""
-// for either) and labels, each of which the alert must carry with that
-// value.
+// AlertMatch selects alerts: by name (or any, if empty), state
+// ("pending", "firing", or "" for either) and labels, each of which the
+// alert must carry with that value.
 type AlertMatch struct {
 	Name, State string
 	Labels      map[string]string
@@ -201,7 +201,7 @@ func AlertIs(name, state string, labels map[string]string) AlertMatch {
 
 // Matches reports whether a is selected by m.
 func (m AlertMatch) Matches(a Alert) bool {
-	if a.Name() != m.Name || m.State != "" && a.State != m.State {
+	if m.Name != "" && a.Name() != m.Name || m.State != "" && a.State != m.State {
 		return false
 	}
 	for k, v := range m.Labels {
