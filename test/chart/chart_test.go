@@ -168,3 +168,25 @@ func firstDiff(got, want string) string {
 	}
 	return ""
 }
+
+// TestBadValuesAreRefused renders the chart with values a user might get
+// wrong: each is refused with a message that says what, as helm install
+// would refuse it, before anything reaches a cluster.
+func TestBadValuesAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		values map[string]any
+		want   string
+	}{
+		{map[string]any{"podMonitors": map[string]any{"enabled": true}}, "podMonitors"},
+		{map[string]any{"runtime": map[string]any{"preset": "cri-o"}}, "preset"},
+		{map[string]any{"runtime": map[string]any{"socket": "run/crio/crio.sock"}}, "socket"},
+		{map[string]any{"podMonitor": map[string]any{"enabeld": true}}, "enabeld"},
+		{map[string]any{"image": map[string]any{"digest": "latest"}}, "digest"},
+		{map[string]any{"kube": map[string]any{"qps": 0}}, "qps"},
+	} {
+		_, err := renderChart("pleg", "kube-system", tc.values)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %v: error %v, want one naming %q", tc.values, err, tc.want)
+		}
+	}
+}
