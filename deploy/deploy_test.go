@@ -410,12 +410,3 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("want Restart, After and WantedBy set: %v", sections)
 	}
 }
-
-func TestDockerfile(t *testing.T) {
-	df := string(read(t, "Dockerfile"))
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/pleg", "FROM scratch", `ENTRYPOINT ["/pleg"]`} {
-		if !strings.Contains(df, want) {
-			t.Errorf("Dockerfile lacks %q", want)
-		}
-	}
-}

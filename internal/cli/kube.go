@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/plegkit/pleg/internal/version"
 	"github.com/plegkit/pleg/kubereport"
 )
 
@@ -81,14 +81,10 @@ func (k *kubeFlags) config() (*kubereport.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	version := "devel"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
 	client, err := kubereport.NewClient(kubereport.ClientOptions{
 		Kubeconfig: k.kubeconfig,
 		InCluster:  k.inCluster,
-		UserAgent:  "pleg/" + version + " (" + name + ")",
+		UserAgent:  "pleg/" + version.Get().Version + " (" + name + ")",
 		QPS:        k.qps,
 		Burst:      k.burst,
 	})
