@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,6 +21,7 @@ type kubeFlags struct {
 	nodeName   string
 	qps        float32
 	burst      int
+	heartbeat  time.Duration
 }
 
 func (k *kubeFlags) register(f *pflag.FlagSet) {
@@ -28,6 +30,8 @@ func (k *kubeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&k.nodeName, "node-name", "", "the Node object to report on (default: $NODE_NAME, else the host name)")
 	f.Float32Var(&k.qps, "kube-api-qps", kubereport.DefaultQPS, "requests a second to the Kubernetes API server, on average")
 	f.IntVar(&k.burst, "kube-api-burst", kubereport.DefaultBurst, "requests to the Kubernetes API server at once, at most")
+	f.DurationVar(&k.heartbeat, "heartbeat-period", kubereport.DefaultHeartbeat,
+		"how often the node condition's lastHeartbeatTime is refreshed while nothing changes (node-problem-detector's --k8s-exporter-heartbeat-period)")
 }
 
 func (k *kubeFlags) enabled() bool { return k.kubeconfig != "" || k.inCluster }
@@ -42,6 +46,11 @@ func (k *kubeFlags) validate() error {
 		return errors.New("--kubeconfig and --in-cluster: want one of them")
 	case k.nodeName != "" && !k.enabled():
 		return errors.New("--node-name: only with --kubeconfig or --in-cluster")
+	case k.heartbeat != kubereport.DefaultHeartbeat && !k.enabled():
+		return errors.New("--heartbeat-period: only with --kubeconfig or --in-cluster")
+	case k.heartbeat < kubereport.DefaultMinWriteInterval:
+		return fmt.Errorf("--heartbeat-period %v: must be at least %v, the least time between two writes of the condition",
+			k.heartbeat, kubereport.DefaultMinWriteInterval)
 	case !k.enabled():
 		return nil
 	}
@@ -91,5 +100,5 @@ func (k *kubeFlags) config() (*kubereport.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kubereport.Config{NodeName: name, Client: client}, nil
+	return &kubereport.Config{NodeName: name, Client: client, Heartbeat: k.heartbeat}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestKubeFlagsAreCheckedBeforeAnythingStarts(t *testing.T) {
@@ -20,6 +21,8 @@ func TestKubeFlagsAreCheckedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-qps", "0"}, "--kube-api-qps 0: must be more than 0"},
 		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-qps", "NaN"}, "--kube-api-qps NaN: must be more than 0"},
 		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-burst", "0"}, "--kube-api-burst 0: must be at least 1"},
+		{[]string{"run", "--heartbeat-period", "1m"}, "--heartbeat-period: only with --kubeconfig or --in-cluster"},
+		{[]string{"run", "--kubeconfig", kubeconfig, "--heartbeat-period", "1s"}, "--heartbeat-period 1s: must be at least 5s"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := run(t, append(tc.args, "--runtime-endpoint=unix:///nonexistent/cri.sock", "--listen=127.0.0.1:0")...)
@@ -52,7 +55,7 @@ func TestNodeName(t *testing.T) {
 
 func TestKubeconfigMakesAReporter(t *testing.T) {
 	kubeconfig := writeKubeconfig(t)
-	k := kubeFlags{kubeconfig: kubeconfig, nodeName: "node-1", qps: 1, burst: 2}
+	k := kubeFlags{kubeconfig: kubeconfig, nodeName: "node-1", qps: 1, burst: 2, heartbeat: time.Minute}
 	if err := k.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +63,7 @@ func TestKubeconfigMakesAReporter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.NodeName != "node-1" || cfg.Client == nil {
+	if cfg.NodeName != "node-1" || cfg.Client == nil || cfg.Heartbeat != time.Minute {
 		t.Errorf("config %+v", cfg)
 	}
 	if cfg, err := (&kubeFlags{qps: 1, burst: 2}).config(); cfg != nil || err != nil {

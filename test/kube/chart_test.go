@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -340,8 +341,8 @@ func checkReporting(t *testing.T, vs valueSet, r render, pod corev1.PodSpec, c c
 	}
 	roles := r.kind("ClusterRole")
 	if !vs.report {
-		if len(roles) != 0 {
-			t.Error("a ClusterRole without reporting")
+		if len(roles) != 0 || len(r.kind("ValidatingAdmissionPolicy")) != 0 {
+			t.Error("a ClusterRole or an admission policy without reporting")
 		}
 		return
 	}
@@ -360,6 +361,33 @@ func checkReporting(t *testing.T, vs valueSet, r render, pod corev1.PodSpec, c c
 	sa := into[corev1.ServiceAccount](t, one(t, r, "ServiceAccount"))
 	if pod.ServiceAccountName != sa.Name {
 		t.Errorf("the pods run as %s, the chart's ServiceAccount is %s", pod.ServiceAccountName, sa.Name)
+	}
+	checkAdmissionPolicies(t, r, sa)
+}
+
+// checkAdmissionPolicies: the policies that hold each pod's token to its
+// node match the chart's ServiceAccount, and each is bound to deny.
+func checkAdmissionPolicies(t *testing.T, r render, sa *corev1.ServiceAccount) {
+	policies, bindings := r.kind("ValidatingAdmissionPolicy"), r.kind("ValidatingAdmissionPolicyBinding")
+	if len(policies) != 2 || len(bindings) != 2 {
+		t.Fatalf("%d admission policies and %d bindings, want 2 of each", len(policies), len(bindings))
+	}
+	user := "'system:serviceaccount:" + sa.Namespace + ":" + sa.Name + "'"
+	bound := map[string]bool{}
+	for _, b := range bindings {
+		binding := into[admissionv1.ValidatingAdmissionPolicyBinding](t, b)
+		if slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+			bound[binding.Spec.PolicyName] = true
+		}
+	}
+	for _, p := range policies {
+		policy := into[admissionv1.ValidatingAdmissionPolicy](t, p)
+		if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, user) {
+			t.Errorf("policy %s matches %+v, not the chart's ServiceAccount %s", policy.Name, policy.Spec.MatchConditions, user)
+		}
+		if !bound[policy.Name] {
+			t.Errorf("policy %s is not bound to deny", policy.Name)
+		}
 	}
 }
 
