@@ -252,8 +252,9 @@ func checkInstall(t *testing.T, vs valueSet, r render) {
 	ds := into[appsv1.DaemonSet](t, one(t, r, "DaemonSet"))
 	pod := ds.Spec.Template.Spec
 	c := pod.Containers[0]
+	clusterScoped := []string{"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	for _, o := range r.objects {
-		if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != vs.namespace {
+		if !slices.Contains(clusterScoped, o.GetKind()) && o.GetNamespace() != vs.namespace {
 			t.Errorf("%s %s in namespace %q, want the release's %q", o.GetKind(), o.GetName(), o.GetNamespace(), vs.namespace)
 		}
 	}
