@@ -75,6 +75,7 @@ func (g *Generator) relist(ctx context.Context) error {
 	}
 	// Every pod written above was observed at start or later.
 	g.cache.UpdateTime(start)
+	st.catchingUp = false
 	return nil
 }
 
@@ -397,24 +398,37 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 		g.log.Info("The container event stream does not tell removals; relisting every period while it drives", "period", g.opts.RelistPeriod)
 		g.updateMode()
 	}
-	g.deliver(change, status)
+	g.deliver(rec, change, status)
 }
 
-// deliver logs a pod's change the kubelet's way and hands it to the
-// subscribers. Callers hold relistMu.
-func (g *Generator) deliver(change *podChange, status *runtime.PodStatus) {
+// deliver logs a pod's change the kubelet's way, commits it to the store
+// with what is now reported of the pod (rec, advanced), and then hands it
+// to the subscribers: nothing is seen that a restart would forget.
+// Callers hold relistMu.
+func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
 	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
 		return
 	}
-	for _, t := range change.transitions {
+	for i := range change.transitions {
+		t := &change.transitions[i]
 		g.log.Debug("GenericPLEG", "podUID", change.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old, "newState", t.new)
-		if t.new == stateExited && status != nil {
-			if c := status.FindContainerByID(t.id); c != nil {
-				g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id, "exitCode", c.GetExitCode())
-			}
+		var c *runtimeapi.ContainerStatus
+		if status != nil && !t.sandbox {
+			c = status.FindContainerByID(t.id)
+		}
+		if t.new == stateExited && c != nil {
+			g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id, "exitCode", c.GetExitCode())
+		}
+		if t.afterRestart && c != nil {
+			t.started, t.finished = c.GetStartedAt(), c.GetFinishedAt()
 		}
 	}
-	g.out.publish(change)
+	events := change.events()
+	if err := g.store.Commit(events, []PodReport{rec.report()}); err != nil {
+		g.metrics.StoreFailures.Inc()
+		g.log.Error("PLEG: Could not keep a change in the store; delivering it anyway, a restart may report it again", "podUID", change.uid, "err", err)
+	}
+	g.out.publish(change, events)
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when

@@ -40,6 +40,10 @@ type relistState struct {
 	// taken as hints, since what the lists return may be newer than them,
 	// or older, and must not be compared with records their payloads moved.
 	listing string
+	// catchingUp is set from the restore of what a Store kept until a
+	// global relist succeeds: a pod that this relist finds for the first
+	// time came while no generator watched.
+	catchingUp bool
 }
 
 // group sorts the listed sandboxes and containers into pod records, as a
@@ -130,7 +134,7 @@ func (st *relistState) record(uid, name, namespace string) *podRecord {
 	if rec == nil || rec.uid != uid {
 		var ok bool
 		if rec, ok = st.records[uid]; !ok {
-			rec = &podRecord{uid: uid}
+			rec = &podRecord{uid: uid, restored: st.catchingUp}
 			st.records[uid] = rec
 		}
 		st.last = rec
@@ -258,6 +262,7 @@ func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (pod
 			if t.new == stateNonExistent && seen&stageDeleted == 0 {
 				w.untold++
 			}
+			t.afterRestart = rec.restored
 			w.transitions = append(w.transitions, expand(t, seen)...)
 		}
 	}
@@ -265,5 +270,5 @@ func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (pod
 	for _, t := range h.extra {
 		w.shortLived += deliverable(t.old, t.new)
 	}
-	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions
+	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions || rec.restored
 }
