@@ -81,11 +81,11 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	if store == nil {
 		store = &MemoryStore{}
 	}
-	reports, err := store.Restore()
+	restored, err := store.Restore()
 	if err != nil {
 		return nil, fmt.Errorf("pleg: restoring what was reported: %w", err)
 	}
-	records, err := restoreRecords(reports)
+	records, err := restoreRecords(restored.Pods)
 	if err != nil {
 		return nil, fmt.Errorf("pleg: restoring what was reported: %w", err)
 	}
@@ -106,7 +106,7 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		relistNow:  make(chan struct{}, 1),
 		st: relistState{
 			records:     records,
-			catchingUp:  len(reports) > 0,
+			catchingUp:  len(restored.Pods) > 0,
 			sandboxPods: make(map[string]string),
 			invalid:     newInvalidItems(opts.Logger, m),
 			hints:       newHintBook(),

@@ -154,7 +154,8 @@ func TestStoreKeepsWhatWasReported(t *testing.T) {
 	}
 	rt.RemovePod("q")
 	e.relist()
-	reports, _ := store.Restore()
+	restored, _ := store.Restore()
+	reports := restored.Pods
 	if len(reports) != 1 || reports[0].UID != "p" || len(reports[0].Items) != 1 || reports[0].Items[0].State != ItemRunning {
 		t.Errorf("store holds %+v, want pod p with c running", reports)
 	}

@@ -18,8 +18,8 @@ import (
 // that writes the cache. Package journal keeps them on disk; MemoryStore,
 // the default, keeps them for the life of the process.
 type Store interface {
-	// Restore returns the pods as last reported.
-	Restore() ([]PodReport, error)
+	// Restore returns what the store kept of earlier runs.
+	Restore() (Restored, error)
 	// Commit keeps the events of a change and what is now reported of the
 	// pods it touched, as one: a store must never keep one without the
 	// other. A PodReport without items says the pod is gone. The events
@@ -28,6 +28,21 @@ type Store interface {
 	// change is not kept; the generator logs it and delivers the events
 	// anyway.
 	Commit(events []Event, pods []PodReport) error
+}
+
+// Restored is what a Store kept of the generators that ran before.
+type Restored struct {
+	// Pods are the pods as last reported.
+	Pods []PodReport
+	// Removed holds the containers and sandboxes reported removed lately,
+	// by ID, with when: a runtime's event about one of them is old news.
+	Removed map[string]time.Time
+	// Since is when the store began keeping what generators reported,
+	// zero if it cannot tell. A runtime's event sent since then that no
+	// generator handled, as the backlog a runtime keeps for its next
+	// subscriber, is news: it may tell of a container that came and went
+	// while no generator watched.
+	Since time.Time
 }
 
 // PodReport is what a generator last reported of one pod.
@@ -134,14 +149,14 @@ type MemoryStore struct {
 }
 
 // Restore returns the reports committed so far.
-func (m *MemoryStore) Restore() ([]PodReport, error) {
+func (m *MemoryStore) Restore() (Restored, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]PodReport, 0, len(m.pods))
 	for _, p := range m.pods {
 		out = append(out, p)
 	}
-	return out, nil
+	return Restored{Pods: out}, nil
 }
 
 // Commit keeps the reports; a report without items deletes its pod.

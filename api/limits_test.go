@@ -111,7 +111,7 @@ func bigCache(size int) *podcache.Cache {
 // answer now has the streams' write deadline, so every one of them is cut
 // and its handler returns, while a client that reads gets the whole list.
 func TestStalledPodsReadersAreCut(t *testing.T) {
-	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: NewJournal(10, 1), WriteTimeout: 3 * time.Second})
+	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: memJournal(10, 1), WriteTimeout: 3 * time.Second})
 	ts, counted := startServer(t, srv)
 	const stalled = 40
 	for range stalled {
@@ -137,7 +137,7 @@ func TestStalledPodsReadersAreCut(t *testing.T) {
 // stream that sends no event is ended after StreamIdleTimeout without the
 // client doing anything.
 func TestNeverReadingClientsCannotHoldEveryStream(t *testing.T) {
-	j := NewJournal(100, 1)
+	j := memJournal(100, 1)
 	srv := NewServer(Options{Cache: testCache(), Journal: j, MaxStreams: 64, MaxStreamsPerClient: 16,
 		StreamIdleTimeout: 2 * time.Second, KeepAlive: 50 * time.Millisecond})
 	ts, counted := startServer(t, srv)
@@ -158,7 +158,7 @@ func TestNeverReadingClientsCannotHoldEveryStream(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("another client got %d", resp.StatusCode)
 	}
-	j.Append(event(pleg.ContainerStarted, "web", "shop", "a"))
+	appendEvent(j, event(pleg.ContainerStarted, "web", "shop", "a"))
 	if ev := next(t, bufio.NewReader(resp.Body)); ev.ContainerName != "a" {
 		t.Errorf("another client got %+v", ev)
 	}
@@ -213,10 +213,10 @@ func TestStreamsPerClient(t *testing.T) {
 // A stream replaying a long backlog ends at Close between two batches,
 // instead of writing the whole backlog first.
 func TestCloseEndsABacklogReplay(t *testing.T) {
-	j := NewJournal(100_000, 1)
+	j := memJournal(100_000, 1)
 	big := strings.Repeat("x", 200)
 	for i := range 100_000 {
-		j.Append(pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
+		appendEvent(j, pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
 	}
 	srv := NewServer(Options{Cache: testCache(), Journal: j})
 	ts, counted := startServer(t, srv)
@@ -246,9 +246,9 @@ func TestCloseEndsABacklogReplay(t *testing.T) {
 // stepped back across a restart) gets a Gap and everything the ring
 // holds, not a 400.
 func TestResumeFromARunWhoseClockWasAhead(t *testing.T) {
-	f := newFixture(t, Options{Journal: NewJournal(100, 1000)})
+	f := newFixture(t, Options{Journal: memJournal(100, 1000)})
 	for _, c := range []string{"a", "b"} {
-		f.journal.Append(event(pleg.ContainerStarted, "web", "shop", c))
+		appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", c))
 	}
 	for _, h := range [][]string{nil, {"Last-Event-ID", "5000"}} {
 		query := "?since=5000"
@@ -347,7 +347,7 @@ func TestReadyzAndLivez(t *testing.T) {
 
 // Probes serves what may face a network, and nothing of the pods.
 func TestProbes(t *testing.T) {
-	srv := NewServer(Options{Cache: testCache(), Journal: NewJournal(10, 1), Gatherer: prometheus.NewRegistry()})
+	srv := NewServer(Options{Cache: testCache(), Journal: memJournal(10, 1), Gatherer: prometheus.NewRegistry()})
 	ts := httptest.NewServer(srv.Probes())
 	defer ts.Close()
 	for path, code := range map[string]int{"/healthz": 200, "/readyz": 200, "/livez": 200, "/metrics": 200, "/v1/pods": 404, "/v1/events": 404, "/debug/pprof/": 404} {
