@@ -61,6 +61,12 @@ func newEventedEnvWith(t *testing.T, opt func(*Options), pods ...fakeruntime.Pod
 	t.Helper()
 	rt := fakeruntime.New(pods...)
 	rt.EnableEvents(true)
+	return newEventedEnvOn(t, rt, opt)
+}
+
+// newEventedEnvOn is a generator watching rt.
+func newEventedEnvOn(t *testing.T, rt *fakeruntime.Runtime, opt func(*Options)) *eventedEnv {
+	t.Helper()
 	o := Options{
 		Mode:                ModeAuto,
 		RelistPeriod:        time.Second,

@@ -105,17 +105,19 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		events:     newEventQueue(),
 		relistNow:  make(chan struct{}, 1),
 		st: relistState{
-			records:     records,
-			catchingUp:  len(restored.Pods) > 0,
-			sandboxPods: make(map[string]string),
-			invalid:     newInvalidItems(opts.Logger, m),
-			hints:       newHintBook(),
+			records:      records,
+			catchingUp:   len(restored.Pods) > 0,
+			coveredSince: restored.Since,
+			sandboxPods:  make(map[string]string),
+			invalid:      newInvalidItems(opts.Logger, m),
+			hints:        newHintBook(),
 		},
 	}
 	if src, ok := rt.(runtime.EventSource); ok && opts.Mode != ModeGeneric {
 		g.stream = newStreamSupervisor(src, opts, m)
 		g.stream.deliver, g.stream.changed = g.enqueueEvent, g.streamChanged
 	}
+	g.st.hints.restore(restored.Removed, opts.Clock.Now())
 	g.updateMode()
 	return g, nil
 }

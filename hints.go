@@ -59,6 +59,10 @@ type hint struct {
 	sandbox bool
 	stages  stage
 	last    time.Time
+	// live tells that an event came while a generator watched; a hint
+	// made only of events missed while none did tells what happened
+	// before a restart.
+	live bool
 }
 
 // transitions are the state changes the hinted stages imply, from not
@@ -77,7 +81,7 @@ func (h *hint) transitions() []transition {
 	var out []transition
 	for i := 1; i < len(states); i++ {
 		if states[i] != states[i-1] {
-			out = append(out, transition{id: h.id, name: h.name, sandbox: h.sandbox, old: states[i-1], new: states[i]})
+			out = append(out, transition{id: h.id, name: h.name, sandbox: h.sandbox, old: states[i-1], new: states[i], afterRestart: !h.live})
 		}
 	}
 	return out
@@ -138,8 +142,9 @@ func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now 
 
 // note records an event about pod uid as a hint, and reports whether it
 // could: an event needs an ID and a pod. A replayed event only teaches the
-// pods of the IDs it names.
-func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, replay bool, now time.Time) bool {
+// pods of the IDs it names; a missed one (sent while no generator watched)
+// is a hint like any other, marked so.
+func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, replay, missed bool, now time.Time) bool {
 	id := ev.GetContainerId()
 	if uid == "" || id == "" {
 		return false
@@ -174,6 +179,7 @@ func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, repla
 	}
 	h.stages |= stageOf(ev.GetContainerEventType())
 	h.last = now
+	h.live = h.live || !missed
 	return true
 }
 
@@ -289,6 +295,16 @@ func (b *hintBook) tombstone(ts []transition, now time.Time) {
 		if t.new == stateNonExistent {
 			b.removed[t.id] = now
 			delete(b.owners, t.id)
+		}
+	}
+}
+
+// restore takes the tombstones of containers a Store says were reported
+// removed, those recent enough to keep.
+func (b *hintBook) restore(removed map[string]time.Time, now time.Time) {
+	for id, at := range removed {
+		if now.Sub(at) <= tombstoneTTL {
+			b.removed[id] = at
 		}
 	}
 }

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
@@ -204,4 +208,63 @@ func (s *recordingStore) Commit(events []Event, pods []PodReport) error {
 	}
 	s.events += len(events)
 	return s.MemoryStore.Commit(events, pods)
+}
+
+// sinceStore is a MemoryStore that says since when it keeps what was
+// reported, and which containers were reported removed, as a journal does.
+type sinceStore struct {
+	MemoryStore
+	since   time.Time
+	removed map[string]time.Time
+}
+
+func (s *sinceStore) Restore() (Restored, error) {
+	r, err := s.MemoryStore.Restore()
+	r.Since, r.Removed = s.since, s.removed
+	return r, err
+}
+
+// The backlog a runtime kept while no generator watched (containerd holds
+// five minutes of it for its next subscriber) tells of containers that
+// came and went meanwhile: they are reported once, marked AfterRestart.
+// Backlog from before the store kept anything, and containers reported
+// removed already, report nothing.
+func TestMissedBacklogIsReported(t *testing.T) {
+	for _, path := range eventPaths {
+		t.Run(path.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &sinceStore{since: time.Now().Add(-time.Hour)}
+				withTheStore := func(o *Options) { o.Store = store; path.opt(o) }
+				first := newEventedEnvWith(t, withTheStore, webPod(ctr("c1", running)))
+				first.settle()
+				first.g.Stop()
+				down := time.Now()
+				store.removed = map[string]time.Time{"gone": down.Add(-time.Minute)}
+				time.Sleep(time.Minute)
+
+				// The same runtime, watched again: its backlog comes first.
+				e := newEventedEnvOn(t, first.rt, withTheStore)
+				e.settle()
+				at := down.Add(10 * time.Second)
+				for _, typ := range []runtimeapi.ContainerEventType{evCreated, evStarted, evStopped, evDeleted} {
+					e.rt.Emit("web", "ghost", typ, at)
+				}
+				e.rt.Emit("web", "c1", evStarted, at)                                 // known and unchanged
+				e.rt.Emit("web", "gone", evDeleted, at)                               // reported removed already
+				e.rt.Emit("web", "ancient", evDeleted, store.since.Add(-time.Minute)) // before the store
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				var got []Event
+				for x, ok := e.sub.TryNext(); ok; x, ok = e.sub.TryNext() {
+					got = append(got, x)
+				}
+				assertEvents(t, got, startedEv("web", "ghost"), diedEv("web", "ghost"), removedEv("web", "ghost"))
+				for _, x := range got {
+					if !x.AfterRestart {
+						t.Errorf("%+v: not marked AfterRestart", x)
+					}
+				}
+			})
+		})
+	}
 }

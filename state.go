@@ -44,6 +44,9 @@ type relistState struct {
 	// global relist succeeds: a pod that this relist finds for the first
 	// time came while no generator watched.
 	catchingUp bool
+	// coveredSince is when the Store began keeping what was reported
+	// (Restored.Since): the runtime's backlog sent since is news.
+	coveredSince time.Time
 }
 
 // group sorts the listed sandboxes and containers into pod records, as a
