@@ -173,8 +173,17 @@ func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, repla
 		ph.items = append(ph.items, h)
 	}
 	for _, c := range ev.GetContainersStatuses() {
-		if c.GetId() == id && c.GetMetadata().GetName() != "" {
+		if c.GetId() != id {
+			continue
+		}
+		if c.GetMetadata().GetName() != "" {
 			h.name = c.GetMetadata().GetName()
+		}
+		if c.GetStartedAt() > 0 {
+			// It ran, whether or not its STARTED came: CRI-O may send it
+			// after the STOPPED, and a generator killed as it came never
+			// kept it.
+			h.stages |= stageStarted
 		}
 	}
 	h.stages |= stageOf(ev.GetContainerEventType())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -409,18 +410,14 @@ func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.P
 	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
 		return
 	}
+	change.transitions = ranWhileAway(change.transitions, status)
 	for i := range change.transitions {
 		t := &change.transitions[i]
 		g.log.Debug("GenericPLEG", "podUID", change.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old, "newState", t.new)
-		var c *runtimeapi.ContainerStatus
-		if status != nil && !t.sandbox {
-			c = status.FindContainerByID(t.id)
-		}
-		if t.new == stateExited && c != nil {
-			g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id, "exitCode", c.GetExitCode())
-		}
-		if t.afterRestart && c != nil {
-			t.started, t.finished = c.GetStartedAt(), c.GetFinishedAt()
+		if t.new == stateExited && !t.sandbox && status != nil {
+			if c := status.FindContainerByID(t.id); c != nil {
+				g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id, "exitCode", c.GetExitCode())
+			}
 		}
 	}
 	events := change.events()
@@ -466,4 +463,50 @@ func (g *Generator) podIPs(uid string, status *runtime.PodStatus) []string {
 		return nil
 	}
 	return cached.IPs
+}
+
+// ranWhileAway completes what a restart found with what the runtime says
+// of each item: the times a container started and finished, and for one
+// last reported not yet running (unknown to the records, or created) that
+// is found exited, that it ran first. Its Started was never reported: a
+// store keeps what was reported with the events, so a record without it
+// means the event was never delivered (a generator killed between an
+// event and its commit, say). The kubelet's relist reports such a
+// container Died alone; this one reports it Started, with its start time,
+// then Died.
+func ranWhileAway(ts []transition, status *runtime.PodStatus) []transition {
+	if status == nil || !slices.ContainsFunc(ts, func(t transition) bool { return t.afterRestart }) {
+		return ts
+	}
+	out := make([]transition, 0, len(ts)+1)
+	for _, t := range ts {
+		if !t.afterRestart {
+			out = append(out, t)
+			continue
+		}
+		if t.sandbox {
+			if sb := findSandbox(status, t.id); sb != nil {
+				t.started = sb.GetCreatedAt()
+			}
+		} else if c := status.FindContainerByID(t.id); c != nil {
+			t.started, t.finished = c.GetStartedAt(), c.GetFinishedAt()
+		}
+		if (t.old == stateNonExistent || t.old == stateUnknown) && t.new == stateExited && t.started > 0 {
+			ran := t
+			ran.new, ran.finished = stateRunning, 0
+			out = append(out, ran)
+			t.old = stateRunning
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func findSandbox(status *runtime.PodStatus, id string) *runtimeapi.PodSandboxStatus {
+	for _, sb := range status.Sandboxes {
+		if sb.GetId() == id {
+			return sb
+		}
+	}
+	return nil
 }

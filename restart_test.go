@@ -26,9 +26,9 @@ func TestRestartCarriesOn(t *testing.T) {
 		pod("still", ctr("s1", running)),
 	}
 	for _, tc := range []struct {
-		name  string
-		after []fakeruntime.Pod
-		want  []ev
+		name          string
+		before, after []fakeruntime.Pod
+		want          []ev
 	}{{
 		name:  "nothing changed",
 		after: before,
@@ -56,12 +56,34 @@ func TestRestartCarriesOn(t *testing.T) {
 			pod("still", ctr("s1", running)),
 		},
 		want: []ev{diedEv("web", "killed"), startedEv("web", "killed-2")},
+	}, {
+		// The kubelet's first relist would report it Died alone; it ran.
+		name: "a container that ran and exited meanwhile",
+		after: []fakeruntime.Pod{
+			{UID: "web", Name: "web", Namespace: "ns",
+				Sandboxes:  []fakeruntime.Sandbox{sbx("sb-web", ready)},
+				Containers: []fakeruntime.Container{ctr("kept", running), ctr("killed", running), ctr("done", exited), ctr("quick", exited)}},
+			pod("gone", ctr("g1", running), ctr("g2", exited)),
+			pod("still", ctr("s1", running)),
+		},
+		want: []ev{startedEv("web", "quick"), diedEv("web", "quick")},
+	}, {
+		name:   "a created container that ran and exited meanwhile",
+		before: []fakeruntime.Pod{pod("web", ctr("new", created))},
+		after: []fakeruntime.Pod{
+			pod("web", ctr("new", exited)),
+		},
+		want: []ev{startedEv("web", "new"), diedEv("web", "new")},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &MemoryStore{}
-			rt := fakeruntime.New(before...)
+			if tc.before == nil {
+				tc.before = before
+			}
+			rt := fakeruntime.New(tc.before...)
 			first := newEnv(t, rt, withStore(store))
-			if got := first.relist(); len(got) == 0 {
+			first.relist()
+			if r, _ := store.Restore(); len(r.Pods) == 0 {
 				t.Fatal("the first run reported nothing")
 			}
 
