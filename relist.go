@@ -173,7 +173,9 @@ func (g *Generator) podInspected(ctx context.Context, pi *podInspection) {
 		g.podRelisted(pi.list, false, false)
 		return
 	}
-	g.apply(ctx, &pi.w, pi.in, pi.list.start)
+	var out outbox
+	g.apply(ctx, &pi.w, pi.in, pi.list.start, &out)
+	g.flush(&out)
 	g.podRelisted(pi.list, ctx.Err() == nil, pi.w.gone)
 }
 
@@ -287,10 +289,12 @@ func (g *Generator) reconcileAll(ctx context.Context, work []podWork, observed t
 			work[i].pod = work[i].rec.pod()
 		}
 	}
+	var out outbox
 	workers := min(g.opts.InspectConcurrency, len(work))
 	if workers <= 1 {
 		for i := range work {
-			g.apply(ctx, &work[i], g.inspectWork(ctx, &work[i]), observed)
+			g.apply(ctx, &work[i], g.inspectWork(ctx, &work[i]), observed, &out)
+			g.flush(&out)
 		}
 		return
 	}
@@ -317,8 +321,13 @@ func (g *Generator) reconcileAll(ctx context.Context, work []podWork, observed t
 		close(results)
 	}()
 	for d := range results {
-		g.apply(ctx, d.w, d.in, observed)
+		g.apply(ctx, d.w, d.in, observed, &out)
+		if len(results) == 0 {
+			// Nothing more inspected yet: deliver what is, with one commit.
+			g.flush(&out)
+		}
 	}
+	g.flush(&out)
 }
 
 // inspectWork asks the runtime for the status of a pod that is not gone,
@@ -342,11 +351,11 @@ func (g *Generator) inspectWork(ctx context.Context, w *podWork) inspection {
 }
 
 // apply brings the cache up to date with one pod, advances its record and
-// delivers its events. If the pod could not be inspected, its record stays
-// where it was, so the next relist finds the same changes and tries again;
-// the kubelet does the same and drops the events meanwhile. Callers hold
-// relistMu.
-func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observed time.Time) {
+// puts its change in out, to deliver. If the pod could not be inspected,
+// its record stays where it was, so the next relist finds the same changes
+// and tries again; the kubelet does the same and drops the events
+// meanwhile. Callers hold relistMu.
+func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observed time.Time, out *outbox) {
 	rec := w.rec
 	ref := podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace}
 	status := in.status
@@ -399,14 +408,30 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 		g.log.Info("The container event stream does not tell removals; relisting every period while it drives", "period", g.opts.RelistPeriod)
 		g.updateMode()
 	}
-	g.deliver(rec, change, status)
+	out.add(g, rec, change, status)
 }
 
-// deliver logs a pod's change the kubelet's way, commits it to the store
-// with what is now reported of the pod (rec, advanced), and then hands it
-// to the subscribers: nothing is seen that a restart would forget.
-// Callers hold relistMu.
+// outbox holds the changes of pods applied one after another, to be kept
+// in the store with one commit, then delivered in order: nothing is seen
+// that a restart would forget, and a relist of many pods costs the store
+// a write per batch, not per pod.
+type outbox struct {
+	changes []*podChange
+	ends    []int // where each change's events end in events
+	events  []Event
+	reports []PodReport
+}
+
+// deliver delivers one pod's change at once. Callers hold relistMu.
 func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
+	var out outbox
+	out.add(g, rec, change, status)
+	g.flush(&out)
+}
+
+// add logs a pod's change the kubelet's way and queues it, with what is
+// now reported of the pod (rec, advanced).
+func (out *outbox) add(g *Generator, rec *podRecord, change *podChange, status *runtime.PodStatus) {
 	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
 		return
 	}
@@ -420,12 +445,32 @@ func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.P
 			}
 		}
 	}
-	events := change.events()
-	if err := g.store.Commit(events, []PodReport{rec.report()}); err != nil {
-		g.metrics.StoreFailures.Inc()
-		g.log.Error("PLEG: Could not keep a change in the store; delivering it anyway, a restart may report it again", "podUID", change.uid, "err", err)
+	out.changes = append(out.changes, change)
+	out.events = append(out.events, change.events()...)
+	out.ends = append(out.ends, len(out.events))
+	out.reports = append(out.reports, rec.report())
+}
+
+// flush commits what out holds to the store and then delivers it to the
+// subscribers, in order, and empties out. Callers hold relistMu.
+func (g *Generator) flush(out *outbox) {
+	if len(out.changes) == 0 {
+		return
 	}
-	g.out.publish(change, events)
+	if err := g.store.Commit(out.events, out.reports); err != nil {
+		g.metrics.StoreFailures.Inc()
+		g.log.Error("PLEG: Could not keep changes in the store; delivering them anyway, a restart may report them again",
+			"pods", len(out.changes), "err", err)
+	}
+	start := 0
+	for i, c := range out.changes {
+		g.out.publish(c, out.events[start:out.ends[i]])
+		start = out.ends[i]
+	}
+	clear(out.changes)
+	clear(out.events)
+	clear(out.reports)
+	out.changes, out.ends, out.events, out.reports = out.changes[:0], out.ends[:0], out.events[:0], out.reports[:0]
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when

@@ -251,6 +251,9 @@ func appendClose(buf []byte) []byte {
 type decoder struct {
 	b   []byte
 	err error
+	// strs, if set, interns the strings read: a store names the same
+	// pods, namespaces and types over and over.
+	strs map[string]string
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -317,8 +320,16 @@ func (d *decoder) string() string {
 		d.fail("string of %d bytes exceeds the %d left", n, len(d.b))
 		return ""
 	}
-	s := string(d.b[:n])
+	b := d.b[:n]
 	d.b = d.b[n:]
+	if d.strs == nil {
+		return string(b)
+	}
+	if s, ok := d.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	d.strs[s] = s
 	return s
 }
 
@@ -397,13 +408,14 @@ type record struct {
 	checkpoint checkpoint
 }
 
-// decodeRecord decodes a record's payload.
-func decodeRecord(payload []byte) (record, error) {
+// decodeRecord decodes a record's payload, interning its strings in strs
+// if set.
+func decodeRecord(payload []byte, strs map[string]string) (record, error) {
 	if len(payload) == 0 {
 		return record{}, errors.New("empty record")
 	}
 	r := record{typ: payload[0]}
-	d := &decoder{b: payload[1:]}
+	d := &decoder{b: payload[1:], strs: strs}
 	switch r.typ {
 	case recOpen:
 		r.boot, r.at = d.string(), d.time()

@@ -24,7 +24,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, newest := range []bool{false, true} {
-			rs := &recovered{pods: make(map[string]pleg.PodReport), tornAt: -1}
+			rs := newRecovered(16, 1<<20)
 			_ = rs.replay("fuzz.seg", data, newest)
 		}
 		if len(data) < headerSize {
@@ -35,7 +35,7 @@ func FuzzDecode(f *testing.F) {
 			if err != nil {
 				return
 			}
-			r, err := decodeRecord(payload)
+			r, err := decodeRecord(payload, map[string]string{})
 			if err != nil {
 				return
 			}

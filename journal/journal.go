@@ -140,6 +140,10 @@ type Journal struct {
 	grew    chan struct{}
 	// w writes to the directory; nil in memory.
 	w *writer
+	// head is the head file, kept after a failure to write: rewritten in
+	// place, it may go on recording the numbers given out, so that the
+	// next run does not give them again.
+	head *os.File
 	// degraded says why the journal is in memory although it has a
 	// directory.
 	degraded error
@@ -241,6 +245,8 @@ func (j *Journal) Commit(events []pleg.Event, pods []pleg.PodReport) error {
 	j.next += uint64(len(events))
 	if j.w != nil {
 		j.w.dropSegmentsUpTo(j.ring.floor)
+	} else if j.head != nil && len(events) > 0 {
+		_ = writeHead(j.head, j.next-1) // best effort: the disk failed already
 	}
 	if len(events) > 0 {
 		close(j.grew)
@@ -255,6 +261,7 @@ func (j *Journal) Commit(events []pleg.Event, pods []pleg.PodReport) error {
 // jump to the clock's, so that a later run, which goes on from what was
 // written, cannot give out numbers readers of this one saw.
 func (j *Journal) degrade(err error) {
+	j.head, j.w.head = j.w.head, nil
 	j.w.close()
 	j.w = nil
 	j.degraded = err
@@ -346,10 +353,13 @@ func (j *Journal) Close() error {
 		return nil
 	}
 	j.closed = true
+	if j.head != nil {
+		j.head.Close()
+	}
 	if j.w == nil {
 		return nil
 	}
-	err := j.w.closeCleanly()
+	err := j.w.closeCleanly(j.next - 1)
 	j.w = nil
 	return err
 }
@@ -366,15 +376,22 @@ func (j *Journal) syncLoop() {
 		case <-t.C():
 		}
 		j.mu.Lock()
-		var f *os.File
+		var f, head *os.File
+		last := j.next - 1
 		if j.w != nil && j.w.dirty {
-			f, j.w.dirty = j.w.seg, false
+			f, head, j.w.dirty = j.w.seg, j.w.head, false
 		}
 		j.mu.Unlock()
-		// Outside the lock: a sync takes milliseconds, commits go on.
-		// A segment closed meanwhile was synced as it closed.
+		// Outside the lock: a sync takes milliseconds, commits go on. A
+		// segment closed meanwhile was synced as it closed. The head
+		// follows what is synced: a store cut short by something else
+		// than a kill, past that, is told as a gap.
 		if f != nil {
-			if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			err := f.Sync()
+			if err == nil {
+				err = writeHead(head, last)
+			}
+			if err != nil && !errors.Is(err, os.ErrClosed) {
 				j.log.Warn("Syncing the journal failed", "dir", j.opts.Dir, "err", err)
 			}
 		}

@@ -14,44 +14,44 @@ import (
 func (j *Journal) open() {
 	dir := j.opts.Dir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		j.inMemory(nil, err)
+		j.inMemory(nil, nil, err)
 		return
 	}
-	lock, err := lockDir(dir)
-	if err != nil {
-		// Read-only, or another pleg holds it: go on from what it says,
-		// if it can be read, without writing.
-		rs, rerr := readStore(dir)
-		if rerr != nil {
-			rs = nil
+	// Without the lock (a read-only directory, or another pleg holds it)
+	// the journal goes on from what the store says, without writing.
+	lock, lockErr := lockDir(dir)
+	rs, err := readStore(dir, j.opts.MaxEvents, j.opts.MaxBytes)
+	var gap *Entry
+	outcome := ""
+	if err == nil {
+		outcome, gap, err = j.decide(rs)
+		if err != nil {
+			err = &damage{rs.segments[len(rs.segments)-1].name, err}
 		}
-		j.inMemory(rs, err)
-		return
 	}
-	rs, err := readStore(dir)
 	var dmg *damage
-	if errors.As(err, &dmg) {
+	switch {
+	case errors.As(err, &dmg) && lockErr == nil:
 		j.setAside(lock, dmg)
 		return
-	}
-	if err != nil {
-		lock.Close()
-		j.inMemory(nil, err)
+	case err != nil:
+		if lock != nil {
+			lock.Close()
+		}
+		j.inMemory(nil, nil, err)
 		return
-	}
-	outcome, gap, err := j.decide(rs)
-	if err != nil {
-		j.setAside(lock, &damage{rs.segments[len(rs.segments)-1].name, err})
+	case lockErr != nil:
+		j.inMemory(rs, gap, lockErr)
 		return
 	}
 	if err := rs.dropTornTail(dir); err != nil {
 		lock.Close()
-		j.inMemory(rs, err)
+		j.inMemory(rs, gap, err)
 		return
 	}
 	j.adopt(rs)
 	if err := j.startWriter(lock, rs.segments, rs.reserved, gap); err != nil {
-		j.inMemory(nil, err)
+		j.inMemory(rs, gap, err)
 		return
 	}
 	j.recovered(outcome, rs, gap)
@@ -129,9 +129,9 @@ func (j *Journal) adopt(rs *recovered) {
 		}
 		j.origin, j.next, rs.floor, j.created = first, first, first-1, j.opts.Clock.Now()
 	}
-	j.ring = newRing(j.opts.MaxEvents, j.opts.MaxBytes, rs.floor)
-	for _, s := range rs.entries {
-		j.ring.push(s.Entry, s.size)
+	j.ring = rs.ring
+	if len(rs.segments) == 0 {
+		j.ring = newRing(j.opts.MaxEvents, j.opts.MaxBytes, rs.floor)
 	}
 	j.pods = rs.pods
 	j.restored = make([]pleg.PodReport, 0, len(rs.pods))
@@ -178,12 +178,12 @@ func (j *Journal) setAside(lock *os.File, dmg *damage) {
 	to, err := setAside(j.opts.Dir, j.stamp(), reason)
 	if err != nil {
 		lock.Close()
-		j.inMemory(nil, errors.Join(dmg, err))
+		j.inMemory(nil, nil, errors.Join(dmg, err))
 		return
 	}
 	j.startFresh(from)
 	if err := j.startWriter(lock, nil, 0, gap); err != nil {
-		j.inMemory(nil, err)
+		j.inMemory(nil, nil, err)
 		return
 	}
 	j.recovery = reason
@@ -193,10 +193,15 @@ func (j *Journal) setAside(lock *os.File, dmg *damage) {
 		"dir", j.opts.Dir, "reason", reason, "err", dmg, "movedTo", to, "next", j.next)
 }
 
-// inMemory leaves the journal in memory, going on from rs if it was read.
-func (j *Journal) inMemory(rs *recovered, err error) {
+// inMemory leaves the journal in memory, going on from rs, past the gap
+// of what it may have lost, if it was read.
+func (j *Journal) inMemory(rs *recovered, gap *Entry, err error) {
 	if rs != nil && len(rs.segments) > 0 {
 		j.adopt(rs)
+		if gap != nil {
+			j.ring.push(*gap, gapSize)
+			j.next = gap.To + 1
+		}
 		j.next = max(j.next, j.nowSeq())
 	} else {
 		j.startFresh(j.nowSeq())

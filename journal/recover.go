@@ -50,7 +50,11 @@ type recovered struct {
 	boot     string // of the last run
 	clean    bool
 	pods     map[string]pleg.PodReport
-	entries  []slot
+	// ring holds the events and gaps read, within the journal's bounds;
+	// nil until the first checkpoint.
+	ring *ring
+	// strs interns the strings read.
+	strs map[string]string
 	// tornAt is where the newest segment's last whole record ends, when a
 	// record after it was cut short or does not check; -1 if none.
 	tornAt  int64
@@ -75,12 +79,12 @@ func (d *damage) Unwrap() error { return d.err }
 
 // readStore reads every segment of dir, oldest first. A damage error means
 // the store cannot be trusted; any other error that it cannot be read.
-func readStore(dir string) (*recovered, error) {
+func readStore(dir string, maxEvents int, maxBytes int64) (*recovered, error) {
 	names, err := listSegments(dir)
 	if err != nil {
 		return nil, err
 	}
-	rs := &recovered{pods: make(map[string]pleg.PodReport), tornAt: -1}
+	rs := newRecovered(maxEvents, maxBytes)
 	for i, name := range names {
 		data, err := readSegmentFile(filepath.Join(dir, name))
 		if err != nil {
@@ -91,6 +95,11 @@ func readStore(dir string) (*recovered, error) {
 		}
 	}
 	return rs, nil
+}
+
+func newRecovered(maxEvents int, maxBytes int64) *recovered {
+	return &recovered{pods: make(map[string]pleg.PodReport), tornAt: -1, strs: make(map[string]string),
+		ring: newRing(maxEvents, maxBytes, 0)}
 }
 
 func readSegmentFile(path string) ([]byte, error) {
@@ -129,7 +138,7 @@ func (rs *recovered) replay(name string, data []byte, newest bool) error {
 		payload, n, err := nextRecord(data[off:])
 		if err == nil {
 			var r record
-			if r, err = decodeRecord(payload); err == nil {
+			if r, err = decodeRecord(payload, rs.strs); err == nil {
 				err = rs.apply(&seg, r, first)
 			}
 		}
@@ -162,6 +171,7 @@ func (rs *recovered) apply(seg *segment, r record, first bool) error {
 		c := r.checkpoint
 		if len(rs.segments) == 0 {
 			rs.origin, rs.floor, rs.created = c.origin, c.next-1, c.created
+			rs.ring.floor = rs.floor
 		}
 		rs.next, rs.reserved = max(rs.next, c.next), max(rs.reserved, c.reserved)
 		clear(rs.pods)
@@ -175,7 +185,7 @@ func (rs *recovered) apply(seg *segment, r record, first bool) error {
 		}
 		for i, ev := range b.events {
 			seq := b.first + uint64(i)
-			rs.entries = append(rs.entries, slot{Entry{Seq: seq, Event: ev}, eventSize(&ev)})
+			rs.ring.push(Entry{Seq: seq, Event: ev}, eventSize(&ev))
 		}
 		rs.next = b.first + uint64(len(b.events))
 		if len(b.events) > 0 {
@@ -192,7 +202,7 @@ func (rs *recovered) apply(seg *segment, r record, first bool) error {
 		if r.from < rs.next {
 			return fmt.Errorf("gap from %d, before %d", r.from, rs.next)
 		}
-		rs.entries = append(rs.entries, slot{Entry{Seq: r.to, Gap: true, From: r.from, To: r.to}, gapSize})
+		rs.ring.push(Entry{Seq: r.to, Gap: true, From: r.from, To: r.to}, gapSize)
 		rs.next, seg.last = r.to+1, r.to
 	}
 	return nil

@@ -127,9 +127,6 @@ func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) 
 	active := &w.segments[len(w.segments)-1]
 	if len(events) > 0 {
 		active.last = last
-		if err := writeHead(w.head, last); err != nil {
-			return err
-		}
 	}
 	// A number is given out only once a synced reservation covers it.
 	if reserve || w.sync == SyncAlways {
@@ -139,6 +136,9 @@ func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) 
 		w.dirty = false
 		if reserve {
 			w.reserved = last + reserveAhead
+		}
+		if err := writeHead(w.head, last); err != nil {
+			return err
 		}
 	}
 	if active.size >= w.segLimit {
@@ -188,10 +188,13 @@ func (w *writer) dropSegmentsUpTo(floor uint64) {
 }
 
 // closeCleanly records a clean stop, syncs and closes.
-func (w *writer) closeCleanly() error {
+func (w *writer) closeCleanly(last uint64) error {
 	_, err := w.seg.Write(appendClose(nil))
 	if err == nil {
 		err = w.seg.Sync()
+	}
+	if err == nil {
+		err = writeHead(w.head, last)
 	}
 	w.close()
 	return err
