@@ -408,7 +408,7 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 		g.log.Info("The container event stream does not tell removals; relisting every period while it drives", "period", g.opts.RelistPeriod)
 		g.updateMode()
 	}
-	out.add(g, rec, change, status)
+	g.stage(out, rec, change, status)
 }
 
 // outbox holds the changes of pods applied one after another, to be kept
@@ -425,13 +425,13 @@ type outbox struct {
 // deliver delivers one pod's change at once. Callers hold relistMu.
 func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
 	var out outbox
-	out.add(g, rec, change, status)
+	g.stage(&out, rec, change, status)
 	g.flush(&out)
 }
 
-// add logs a pod's change the kubelet's way and queues it, with what is
-// now reported of the pod (rec, advanced).
-func (out *outbox) add(g *Generator, rec *podRecord, change *podChange, status *runtime.PodStatus) {
+// stage logs a pod's change the kubelet's way and puts it in out, with
+// what is now reported of the pod (rec, advanced). Callers hold relistMu.
+func (g *Generator) stage(out *outbox, rec *podRecord, change *podChange, status *runtime.PodStatus) {
 	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
 		return
 	}
