@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,7 +25,7 @@ import (
 
 // waitFor polls cond until it holds; the deadline only bounds a test that
 // would otherwise hang, it is never what the test measures.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !cond() {
@@ -111,7 +113,11 @@ func bigCache(size int) *podcache.Cache {
 // answer now has the streams' write deadline, so every one of them is cut
 // and its handler returns, while a client that reads gets the whole list.
 func TestStalledPodsReadersAreCut(t *testing.T) {
-	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: memJournal(10, 1), WriteTimeout: 3 * time.Second})
+	// The whole answer's deadline is another test's: here, on a busy
+	// machine under the race detector, the reading client may take more
+	// than the default 30 s and must not be cut for it.
+	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: memJournal(10, 1), WriteTimeout: 3 * time.Second,
+		PodsTimeout: time.Hour})
 	ts, counted := startServer(t, srv)
 	const stalled = 40
 	for range stalled {
@@ -129,6 +135,79 @@ func TestStalledPodsReadersAreCut(t *testing.T) {
 		t.Errorf("a reading client got %d bytes, %v; want the whole list", len(body), err)
 	}
 	waitFor(t, "every stalled /v1/pods answer cut", func() bool { return counted.n.Load() == 0 })
+}
+
+// trickles sends a GET for path and reads its answer a KiB at a time,
+// every period, often enough that no write waits for the write timeout,
+// until the answer ends or stop closes. It reports how much it read.
+func trickles(t testing.TB, server, path string, period time.Duration, stop <-chan struct{}) <-chan int {
+	t.Helper()
+	c, err := net.Dial("tcp", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan int, 1)
+	go func() {
+		defer c.Close()
+		buf := make([]byte, 1<<10)
+		total := 0
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			n, err := c.Read(buf)
+			total += n
+			if err != nil {
+				read <- total
+				return
+			}
+			select {
+			case <-stop:
+				read <- total
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return read
+}
+
+// Issue 22 found that /v1/pods renewed its write deadline with every
+// write, so a client reading a trickle held its answer, and the snapshot
+// of the cache under it, for as long as it liked. The answer now ends at
+// its own deadline however the client reads.
+func TestTricklingPodsReaderIsCut(t *testing.T) {
+	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: memJournal(10, 1), PodsTimeout: time.Second})
+	ts, counted := startServer(t, srv)
+	stop := make(chan struct{})
+	defer close(stop)
+	// A KiB every 50 ms: the whole list would take over three minutes,
+	// and no write waits anywhere near the 10 s write timeout.
+	read := trickles(t, ts.Listener.Addr().String(), "/v1/pods", 50*time.Millisecond, stop)
+	waitFor(t, "the answer to start", func() bool { return counted.n.Load() == 1 })
+	waitFor(t, "the trickled answer cut at its deadline", func() bool { return counted.n.Load() == 0 })
+	if n := <-read; n >= 4<<20 {
+		t.Errorf("the trickling client read %d bytes, the whole list", n)
+	}
+}
+
+// Every answer has a write deadline, /metrics's included: a scraper that
+// stops reading does not hold its handler and the encoded metrics.
+func TestStalledMetricsReaderIsCut(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	big := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "test_series", Help: "Many series."}, []string{"n"})
+	reg.MustRegister(big)
+	for i := range 20000 {
+		big.WithLabelValues(strconv.Itoa(i)).Set(float64(i))
+	}
+	srv := NewServer(Options{Cache: testCache(), Journal: memJournal(10, 1), Gatherer: reg, WriteTimeout: time.Second})
+	ts, counted := startServer(t, srv)
+	neverReads(t, ts.Listener.Addr().String(), "127.0.0.2", "/metrics")
+	waitFor(t, "the answer to start", func() bool { return counted.n.Load() == 1 })
+	waitFor(t, "the stalled /metrics answer cut", func() bool { return counted.n.Load() == 0 })
 }
 
 // Issue 11 measured 64 clients that never read, on a filter that matches
@@ -389,4 +468,95 @@ func TestMatcher(t *testing.T) {
 			t.Errorf("%+v hides a gap", tc.f)
 		}
 	}
+}
+
+// BenchmarkSlowPodsReaders measures the memory that 100 clients reading
+// /v1/pods a KiB every 200 ms hold, on a node of 1,000 pods whose every
+// status changes between each ten of them (each answer holds its own
+// snapshot of the cache): after 2 s, under the per-write deadline alone
+// (as before issue 22: a PodsTimeout no answer reaches) and with a total
+// deadline of 1 s. Run it with -benchtime 1x; "MB-held" is the live heap
+// the readers keep, "answers-open" how many handlers still run.
+func BenchmarkSlowPodsReaders(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		timeout time.Duration
+	}{{"per-write-deadline", time.Hour}, {"total-deadline-1s", time.Second}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				held, open := slowPodsReaders(b, bc.timeout)
+				b.ReportMetric(held/(1<<20), "MB-held")
+				b.ReportMetric(float64(open), "answers-open")
+			}
+		})
+	}
+}
+
+// slowPodsReaders runs the scenario of BenchmarkSlowPodsReaders and
+// returns the live heap the readers hold after 2 s and the answers then
+// still open.
+func slowPodsReaders(b *testing.B, podsTimeout time.Duration) (held float64, open int64) {
+	const readers, pods, churnEvery = 100, 1000, 10
+	cache := podcache.New()
+	generation := 0
+	churn := func() {
+		generation++
+		for i := range pods {
+			uid := fmt.Sprintf("uid-%04d", i)
+			cache.Set(uid, benchPodStatus(uid, generation), nil, t0.Add(time.Duration(generation)*time.Second))
+		}
+		cache.UpdateTime(t0.Add(time.Duration(generation) * time.Second))
+	}
+	churn()
+	srv := NewServer(Options{Cache: cache, Journal: memJournal(10, 1), PodsTimeout: podsTimeout})
+	counted := &inFlight{h: srv}
+	ts := httptest.NewUnstartedServer(counted)
+	ts.Listener = smallBuffers{ts.Listener}
+	ts.Start()
+	defer ts.Close()
+	defer srv.Close()
+
+	stop := make(chan struct{})
+	var done []<-chan int
+	start := time.Now()
+	for i := range readers {
+		done = append(done, trickles(b, ts.Listener.Addr().String(), "/v1/pods", 200*time.Millisecond, stop))
+		waitFor(b, "the answer to start", func() bool { return counted.n.Load() == int64(i+1) || time.Since(start) > podsTimeout })
+		if (i+1)%churnEvery == 0 {
+			churn()
+		}
+	}
+	time.Sleep(time.Until(start.Add(2 * time.Second)))
+	holding := liveHeap()
+	open = counted.n.Load()
+	close(stop)
+	for _, d := range done {
+		<-d
+	}
+	waitFor(b, "every answer to end", func() bool { return counted.n.Load() == 0 })
+	return float64(holding) - float64(liveHeap()), open
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// benchPodStatus is a pod of three containers, as the kubelet names them,
+// at a generation of its status.
+func benchPodStatus(uid string, generation int) *runtime.PodStatus {
+	id := func(n int) string { return fmt.Sprintf("%064x", generation*10+n) }
+	st := &runtime.PodStatus{UID: uid, Name: "web-" + uid, Namespace: "shop", IPs: []string{"10.244.0.7"},
+		Sandboxes: []*runtimeapi.PodSandboxStatus{{Id: id(0), State: runtimeapi.PodSandboxState_SANDBOX_READY,
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: "web-" + uid, Uid: uid, Namespace: "shop"}}}}
+	for n := 1; n <= 3; n++ {
+		st.Containers = append(st.Containers, &runtimeapi.ContainerStatus{Id: id(n),
+			Metadata: &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("c%d", n), Attempt: uint32(generation)},
+			State:    runtimeapi.ContainerState_CONTAINER_RUNNING, Image: &runtimeapi.ImageSpec{Image: "registry.example/shop/web:1.27"},
+			Message: strings.Repeat("m", 512)})
+	}
+	return st
 }

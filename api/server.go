@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,8 +31,11 @@ const (
 	DefaultMaxStreams          = 64
 	DefaultMaxStreamsPerClient = 16
 	DefaultWriteTimeout        = 10 * time.Second
-	DefaultKeepAlive           = 15 * time.Second
-	DefaultStreamIdleTimeout   = 5 * time.Minute
+	// DefaultPodsTimeout bounds a whole /v1/pods answer: a list of
+	// 10,000 pods is read in well under a second on the node.
+	DefaultPodsTimeout       = 30 * time.Second
+	DefaultKeepAlive         = 15 * time.Second
+	DefaultStreamIdleTimeout = 5 * time.Minute
 	// DefaultMaxFilterValues bounds the values of one /v1/events query,
 	// all filters together.
 	DefaultMaxFilterValues = 128
@@ -78,15 +82,20 @@ type Options struct {
 	Profiling bool
 	// MaxStreams caps concurrent /v1/events streams; default 64.
 	MaxStreams int
-	// MaxStreamsPerClient caps the streams of one client, told by its
-	// address (every client of a unix socket counts as one); default 16.
+	// MaxStreamsPerClient caps the streams of one client, told by
+	// WithClient or else by its IP address; default 16.
 	MaxStreamsPerClient int
 	// MaxFilterValues caps the filter values of one /v1/events query;
 	// default 128.
 	MaxFilterValues int
-	// WriteTimeout cuts a stream, or a /v1/pods answer, whose client does
-	// not take a write within it; default 10 s.
+	// WriteTimeout cuts an answer whose client does not take a write
+	// within it, a stream's included; every answer but a stream's and
+	// a profile's must be written within it too. Default 10 s.
 	WriteTimeout time.Duration
+	// PodsTimeout bounds a whole /v1/pods answer, however steadily its
+	// client reads: each answer holds its snapshot of the cache until it
+	// ends. Default 30 s.
+	PodsTimeout time.Duration
 	// KeepAlive is how often an idle stream writes something, so that
 	// proxies keep it and dead clients are found; default 15 s. An NDJSON
 	// stream writes an empty line, an SSE stream a comment.
@@ -127,6 +136,9 @@ func NewServer(opts Options) *Server {
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
+	if opts.PodsTimeout == 0 {
+		opts.PodsTimeout = DefaultPodsTimeout
+	}
 	if opts.KeepAlive == 0 {
 		opts.KeepAlive = DefaultKeepAlive
 	}
@@ -166,20 +178,26 @@ func NewServer(opts Options) *Server {
 }
 
 // ServeHTTP implements http.Handler: the whole API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { serve(s.mux, w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(s.mux, w, r) }
 
 // Probes is the part of the API fit to face a network: /healthz, /readyz,
 // /livez and /metrics, for the kubelet's probes and Prometheus.
 func (s *Server) Probes() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serve(s.probes, w, r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(s.probes, w, r) })
 }
 
 // serve routes r on mux, answering a path that mux does not serve with a
 // JSON 404, and a method it does not serve there with a 405 and Allow.
-func serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	// Every answer is JSON, text or a stream of its declared type: no
 	// browser may guess otherwise.
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// A client that does not read holds its handler, and what it has
+	// built, until the write deadline. Streams and /v1/pods set theirs
+	// as they write; a profile takes as long as it is asked to.
+	if !strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	}
 	if _, pattern := mux.Handler(r); pattern != "" {
 		mux.ServeHTTP(w, r)
 		return
@@ -338,22 +356,30 @@ func (s *Server) pods(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	// The list is written as it is encoded; a client that stops taking it
-	// is cut at the write timeout, as a stream's is, instead of holding
-	// its connection and the encoder's buffers.
-	_ = WritePodList(&deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout},
-		s.opts.Cache.GetAll(), s.opts.Cache.GlobalTime())
+	// The list is written as it is encoded, from a snapshot of the cache
+	// that the answer holds until it ends. A client that stops taking it
+	// is cut at the write timeout, as a stream's is; one that reads a
+	// trickle, at the answer's own deadline.
+	dw := &deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout,
+		end: time.Now().Add(s.opts.PodsTimeout)}
+	_ = WritePodList(dw, s.opts.Cache.GetAll(), s.opts.Cache.GlobalTime())
 }
 
-// deadlineWriter gives each write to a response its own deadline.
+// deadlineWriter gives each write to a response a deadline of its own,
+// and never one past the response's end.
 type deadlineWriter struct {
 	w       io.Writer
 	rc      *http.ResponseController
 	timeout time.Duration
+	end     time.Time
 }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
-	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	deadline := time.Now().Add(d.timeout)
+	if deadline.After(d.end) {
+		deadline = d.end
+	}
+	_ = d.rc.SetWriteDeadline(deadline)
 	return d.w.Write(p)
 }
 
@@ -542,10 +568,23 @@ func parseEventQuery(r *http.Request, maxValues int) (eventQuery, error) {
 	return q, nil
 }
 
-// clientKey names the client of r for the per-client stream cap: its IP
-// address, or "local" for a unix socket, whose mode and group decide who
-// may connect at all.
+type clientContextKey struct{}
+
+// WithClient returns ctx naming the client of the requests it carries,
+// for the per-client stream cap: a server that knows more of a connection
+// than its address (the daemon tells a unix socket's peer by user ID)
+// sets it in http.Server.ConnContext.
+func WithClient(ctx context.Context, client string) context.Context {
+	return context.WithValue(ctx, clientContextKey{}, client)
+}
+
+// clientKey names the client of r for the per-client stream cap: what
+// WithClient said, else its IP address, else "local" (a unix socket whose
+// server does not tell its peers apart).
 func clientKey(r *http.Request) string {
+	if client, ok := r.Context().Value(clientContextKey{}).(string); ok && client != "" {
+		return client
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil || host == "" {
 		return "local"

@@ -237,7 +237,11 @@ func WritePodList(w io.Writer, entries map[string]podcache.Entry, global time.Ti
 		if i < len(pods)-1 {
 			bw.WriteString(",")
 		}
-		bw.WriteString("\n")
+		// A write that failed (a client gone, or cut at a deadline)
+		// fails every later one: stop encoding.
+		if _, err := bw.WriteString("\n"); err != nil {
+			return err
+		}
 	}
 	bw.WriteString("  ]\n}\n")
 	return bw.Flush()

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -182,4 +184,88 @@ func cpuTime(b *testing.B, pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond // clock ticks of 100 Hz
+}
+
+// BenchmarkProbeWithEveryConnectionHeld measures a kubelet-style probe
+// (a new connection, GET /livez, closed) of the metrics listener, idle and
+// with a client that holds every one of its 256 slots and 34 more, silent
+// or in a header that never ends, and opens a new connection whenever one
+// of its own is closed, as a client bent on holding them would. "max-ms"
+// is the slowest probe of the run.
+//
+//	go test -run '^$' -bench ProbeWithEveryConnectionHeld ./daemon/
+func BenchmarkProbeWithEveryConnectionHeld(b *testing.B) {
+	for _, held := range []int{0, DefaultMaxConnections + 34} {
+		b.Run(fmt.Sprintf("held=%d", held), func(b *testing.B) {
+			d, err := New(Config{Runtime: onePod(), Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0",
+				Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			go func() { ran <- d.Run(ctx) }()
+			defer func() {
+				cancel()
+				<-ran
+			}()
+			addr := d.MetricsAddr()
+			done := make(chan struct{})
+			defer close(done)
+			for i := range held {
+				go holdOne(addr, i%2 == 0, done)
+			}
+			for held > 0 && connections(b, d, "metrics") < DefaultMaxConnections {
+				time.Sleep(10 * time.Millisecond)
+			}
+			probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			var slowest time.Duration
+			for b.Loop() {
+				start := time.Now()
+				resp, err := probe.Get("http://" + addr + "/livez")
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("/livez: %d", resp.StatusCode)
+				}
+				slowest = max(slowest, time.Since(start))
+			}
+			b.ReportMetric(float64(slowest)/float64(time.Millisecond), "max-ms")
+		})
+	}
+}
+
+// holdOne keeps a connection to addr open, silent or in an endless
+// header, opening another whenever the server closes it, until done.
+func holdOne(addr string, silent bool, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !silent {
+			_, _ = fmt.Fprintf(c, "GET /livez HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+		}
+		closed := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, c)
+			close(closed)
+		}()
+		select {
+		case <-done:
+			c.Close()
+			return
+		case <-closed:
+			c.Close()
+		}
+	}
 }

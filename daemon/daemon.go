@@ -126,11 +126,8 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "pleg_http_connections",
-		Help: "Open connections to the daemon's HTTP listener: api (every path) or metrics (/metrics and the probes).",
-	}, []string{"listener"})
-	if err := reg.Register(conns); err != nil {
+	conns, err := newConnMetrics(reg)
+	if err != nil {
 		return nil, err
 	}
 	jn, err := journal.Open(journal.Options{

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/exporter-toolkit/web"
-	"golang.org/x/net/netutil"
 
+	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/internal/unixsock"
 )
 
@@ -29,8 +30,9 @@ const (
 // its default. Event streams have their own bounds (Config.MaxStreams and
 // the others): these are the connections under them.
 type Limits struct {
-	// MaxConnections caps the open connections of one listener; past it,
-	// new ones wait in the kernel's accept queue until one closes.
+	// MaxConnections caps the open connections of one listener. At the
+	// cap a new connection makes room: the client holding the most loses
+	// one, idle first (see connLimiter).
 	MaxConnections int
 	// ReadHeaderTimeout and ReadTimeout bound reading a request's header
 	// and the whole request. Neither cuts an event stream: the server
@@ -115,16 +117,41 @@ type server struct {
 	srv  *http.Server
 }
 
-// newServer serves h on lis within limits, counting its connections in
-// conns.
-func newServer(name string, lis net.Listener, h http.Handler, limits Limits, conns *prometheus.GaugeVec, log *slog.Logger) *server {
-	open := conns.WithLabelValues(name)
+// connMetrics count a listener's connections.
+type connMetrics struct {
+	open    *prometheus.GaugeVec   // pleg_http_connections
+	evicted *prometheus.CounterVec // pleg_http_connections_evicted_total
+}
+
+func newConnMetrics(reg prometheus.Registerer) (connMetrics, error) {
+	m := connMetrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pleg_http_connections",
+			Help: "Open connections to the daemon's HTTP listener: api (every path) or metrics (/metrics and the probes).",
+		}, []string{"listener"}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pleg_http_connections_evicted_total",
+			Help: "Connections closed to make room for a new one, the listener being at --max-connections: " +
+				"a client that holds many connections, or too low a cap.",
+		}, []string{"listener"}),
+	}
+	for _, c := range []prometheus.Collector{m.open, m.evicted} {
+		if err := reg.Register(c); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// newServer serves h on lis within limits, counting its connections.
+func newServer(name string, lis net.Listener, h http.Handler, limits Limits, m connMetrics, log *slog.Logger) *server {
+	open, evicted := m.open.WithLabelValues(name), m.evicted.WithLabelValues(name)
+	evicted.Add(0)
+	limiter := newConnLimiter(lis, limits.MaxConnections, evicted.Inc)
 	return &server{
 		name: name,
 		addr: addrOf(lis),
-		// Past the cap a connection waits to be accepted, not refused:
-		// a probe or a scrape in a burst is served late rather than not.
-		lis: netutil.LimitListener(lis, limits.MaxConnections),
+		lis:  limiter,
 		srv: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: limits.ReadHeaderTimeout,
@@ -134,7 +161,17 @@ func newServer(name string, lis net.Listener, h http.Handler, limits Limits, con
 			// A client's bad request or failed handshake is the client's
 			// to see; at debug level it helps to find a misconfigured one.
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-			ConnState: func(_ net.Conn, st http.ConnState) {
+			// The per-client bounds of the API (streams) count by the
+			// client the limiter told: an IP address, or a user on a
+			// unix socket.
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				if lc, ok := limited(c); ok {
+					return api.WithClient(ctx, lc.client)
+				}
+				return ctx
+			},
+			ConnState: func(c net.Conn, st http.ConnState) {
+				limiter.setState(c, st)
 				switch st {
 				case http.StateNew:
 					open.Inc()

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -117,7 +118,7 @@ func unixClient(path string) *http.Client {
 }
 
 // connections reads pleg_http_connections{listener}.
-func connections(t *testing.T, d *Daemon, listener string) int {
+func connections(t testing.TB, d *Daemon, listener string) int {
 	t.Helper()
 	families, err := d.Registry.Gather()
 	if err != nil {
@@ -356,5 +357,258 @@ func TestLoopback(t *testing.T) {
 		if got := loopback(addrListener{addr: tc.addr}); got != tc.want {
 			t.Errorf("loopback(%v) = %v, want %v", tc.addr, got, tc.want)
 		}
+	}
+}
+
+// kubeletProbeTimeout is the kubelet's default timeoutSeconds: a probe
+// that takes longer fails.
+const kubeletProbeTimeout = time.Second
+
+// listenerUnderTest is one listener of a daemon, reached as a client
+// reaches it.
+type listenerUnderTest struct {
+	name string // the listener label of pleg_http_connections
+	dial func() (net.Conn, error)
+	base string
+}
+
+func (l listenerUnderTest) probeClient() *http.Client {
+	return &http.Client{
+		Timeout: kubeletProbeTimeout,
+		Transport: &http.Transport{
+			DisableKeepAlives: true, // as the kubelet's probes
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return l.dial()
+			},
+		},
+	}
+}
+
+// holdConnections opens n connections to l, as one misbehaving client
+// would, in the three ways a connection can be held without a handler
+// running: idle between requests (one request answered, then nothing),
+// silent (nothing sent) and slow (a request header that never ends).
+func holdConnections(t *testing.T, l listenerUnderTest, n int) {
+	t.Helper()
+	for i := range n {
+		c, err := l.dial()
+		if err != nil {
+			t.Fatalf("%s: connection %d: %v", l.name, i, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		switch i % 3 {
+		case 0:
+			// A keep-alive connection past its one request: the answer
+			// is read in the background (the connection may wait in the
+			// accept queue first), then nothing.
+			if _, err := fmt.Fprintf(c, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+		case 1:
+			// Silent.
+		case 2:
+			if _, err := fmt.Fprintf(c, "GET /livez HTTP/1.1\r\nHost: x\r\nX-Slow: "); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Issue 22 found about 290 idle keep-alive connections to the metrics
+// listener (its cap 256) made /livez time out, 2 probes of 3 unanswered
+// within 3 s: any process on the node could have the kubelet restart
+// pleg over and over. Now one client holds every slot of every listener,
+// idle, silent or in a request header that never ends, with more
+// connections waiting behind them, and the probes, from the same client
+// address (the kubelet's share the node's), are answered within the
+// kubelet's timeout.
+func TestProbesAnswerWithEveryConnectionHeld(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	d, _ := runDaemon(t, Config{Runtime: onePod(), Listen: "unix://" + sock, MetricsListen: "127.0.0.1:0",
+		Generator: pleg.Options{RelistPeriod: 20 * time.Millisecond}})
+	metricsAddr := d.MetricsAddr()
+	listeners := []listenerUnderTest{
+		{name: "api", base: "http://pleg", dial: func() (net.Conn, error) { return net.Dial("unix", sock) }},
+		{name: "metrics", base: "http://" + metricsAddr, dial: func() (net.Conn, error) { return net.Dial("tcp", metricsAddr) }},
+	}
+	eventually(t, "ready", func() bool {
+		code, _ := get(t, listeners[1].probeClient(), listeners[1].base+"/readyz")
+		return code == http.StatusOK
+	})
+
+	const held = DefaultMaxConnections + 34 // as the finding: 290 against 256
+	for _, l := range listeners {
+		holdConnections(t, l, held)
+	}
+	for _, l := range listeners {
+		eventually(t, "every slot of "+l.name+" held", func() bool { return connections(t, d, l.name) == DefaultMaxConnections })
+	}
+
+	for _, l := range listeners {
+		client := l.probeClient()
+		for _, path := range []string{"/livez", "/readyz", "/livez", "/readyz"} {
+			start := time.Now()
+			resp, err := client.Get(l.base + path)
+			if err != nil {
+				t.Errorf("%s %s with every connection held: %v (the kubelet's probe times out after %v)", l.name, path, err, kubeletProbeTimeout)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(body) != "ok\n" {
+				t.Errorf("%s %s with every connection held: %d %q", l.name, path, resp.StatusCode, body)
+			}
+			t.Logf("%s %s answered in %v with every connection held", l.name, path, time.Since(start).Round(time.Microsecond))
+		}
+		if n := connections(t, d, l.name); n > DefaultMaxConnections {
+			t.Errorf("%s: %d connections open, more than the cap of %d", l.name, n, DefaultMaxConnections)
+		}
+		if n := counter(t, d, "pleg_http_connections_evicted_total", l.name); n == 0 {
+			t.Errorf("%s: no connection evicted, yet the probes got in past a full listener", l.name)
+		}
+	}
+}
+
+// counter reads a counter of d's registry by its listener label.
+func counter(t *testing.T, d *Daemon, name, listener string) float64 {
+	t.Helper()
+	families, err := d.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label(m, "listener") == listener {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{listener=%q}", name, listener)
+	return 0
+}
+
+// streamHolderEnv makes the test binary hold event streams on the socket
+// it names instead of running tests: TestStreamsPerUserOnTheSocket runs
+// it as another user.
+const streamHolderEnv = "PLEG_TEST_HOLD_STREAMS"
+
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(streamHolderEnv); sock != "" {
+		os.Exit(holdStreams(sock))
+	}
+	os.Exit(m.Run())
+}
+
+// holdStreams opens event streams on the API socket sock until one is
+// refused, says on stdout how many it holds and the refusal, and keeps
+// them until stdin closes.
+func holdStreams(sock string) int {
+	c := unixClient(sock)
+	for n := 0; ; n++ {
+		resp, err := c.Get("http://pleg/v1/events")
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			fmt.Printf("held %d, then %d %s\n", n, resp.StatusCode, strings.Join(strings.Fields(string(body)), " "))
+			break
+		}
+		defer resp.Body.Close()
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// Issue 22 found that every client of the unix socket shared one stream
+// quota, so one local user could take all of it. Now the quota is per
+// user, told by the socket's peer credentials: another user holding its
+// whole quota leaves root's untouched.
+func TestStreamsPerUserOnTheSocket(t *testing.T) {
+	if os.Getuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("running a client as another user needs root, which CI has")
+		}
+		t.Skip("running a client as another user needs root (CI=true makes this a failure)")
+	}
+	const nobody = 65534
+	dir := t.TempDir()
+	// The other user must reach the socket and run the holder.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(dir, "api.sock")
+	const perClient = 2
+	runDaemon(t, Config{Runtime: onePod(), Listen: "unix://" + sock, ListenGroup: strconv.Itoa(nobody),
+		MaxStreamsPerClient: perClient, Generator: pleg.Options{RelistPeriod: 20 * time.Millisecond}})
+
+	holder := filepath.Join(dir, "holder")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, self, holder, 0o755)
+	cmd := exec.Command(holder)
+	cmd.Env = append(os.Environ(), streamHolderEnv+"="+sock)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	})
+	said, err := bufio.NewReader(stdout).ReadString('\n')
+	if want := fmt.Sprintf("held %d, then 429", perClient); err != nil || !strings.HasPrefix(said, want) ||
+		!strings.Contains(said, fmt.Sprintf("from uid %d", nobody)) {
+		t.Fatalf("the other user: %q, %v; want %q and its uid named", said, err, want)
+	}
+
+	// Root's own quota is whole.
+	root := unixClient(sock)
+	for i := range perClient {
+		resp, err := root.Get("http://pleg/v1/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			t.Fatalf("root's stream %d while the other user holds its quota: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	if code, body := get(t, root, "http://pleg/v1/events"); code != http.StatusTooManyRequests || !strings.Contains(body, "from uid 0") {
+		t.Errorf("root's stream past its quota: %d %s, want 429 naming uid 0", code, body)
+	}
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, mode); err != nil {
+		t.Fatal(err)
 	}
 }

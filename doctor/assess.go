@@ -139,7 +139,7 @@ func (a *assessment) lists() {
 			sizeEv = fmt.Sprintf("%s answers %s: %.1f%% of the kubelet's %s limit", name, format.Bytes(l.Bytes), 100*share, format.Bytes(l.LimitBytes))
 		}
 		action := "Remove what the list carries that is dead: exited containers (crictl rm $(crictl ps -a -q --state exited)) and not-ready sandboxes (crictl rmp $(crictl pods -q --state notready)); then find why they pile up (see the dead containers finding). " +
-			"The kubelet's client cannot take more than 16 MiB; a runtime and kubelet with the streaming lists (CRIListStreaming) do not have the limit, and pleg reads up to 64 MiB and streams where it can."
+			"The kubelet's client cannot take more than 16 MiB; a runtime and kubelet with the streaming lists (CRIListStreaming) do not have the limit, and pleg run reads up to its --max-list-size (24 MiB by default) and streams where it can."
 		switch {
 		case l.Bytes > l.LimitBytes:
 			a.add(Finding{

@@ -35,6 +35,9 @@ const (
 	ReasonRelistNearThreshold = "RelistNearThreshold"
 	ReasonPodStatusHung       = "PodStatusHung"
 	ReasonListNearSizeLimit   = "ListNearSizeLimit"
+	// ReasonStopped, with status Unknown, is what pleg leaves when it
+	// stops: what it said last would otherwise read as current forever.
+	ReasonStopped = "PLEGStopped"
 )
 
 // KubeletMaxMessageBytes is the largest CRI answer the kubelet's client
@@ -48,15 +51,25 @@ const nearLimit = 0.75
 // verdict is what the condition says.
 type verdict struct {
 	degraded bool
+	stopped  bool // pleg stopped: nobody knows
 	reason   string
 	message  string
 }
 
 func (v verdict) status() corev1.ConditionStatus {
-	if v.degraded {
+	switch {
+	case v.stopped:
+		return corev1.ConditionUnknown
+	case v.degraded:
 		return corev1.ConditionTrue
 	}
 	return corev1.ConditionFalse
+}
+
+// stopped is the verdict pleg leaves when it stops at now.
+func stopped(now time.Time) verdict {
+	return verdict{stopped: true, reason: ReasonStopped, message: fmt.Sprintf(
+		"pleg stopped at %s: nothing reports on this node's PLEG until it runs again", now.UTC().Format(time.RFC3339))}
 }
 
 // cause is one problem found, with its place in the order.

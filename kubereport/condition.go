@@ -77,7 +77,7 @@ func (w *conditionWriter) set(v verdict, now time.Time) {
 	if w.pending {
 		w.count(resultDropped)
 	}
-	if !w.wanted || v.degraded != w.want.degraded {
+	if !w.wanted || v.status() != w.want.status() {
 		w.since = now
 	}
 	w.want, w.wanted, w.pending = v, true, true
@@ -164,24 +164,8 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 		return w.stored.LastHeartbeatTime.Add(w.heartbeat)
 	}
 
-	cond := corev1.NodeCondition{
-		Type:               ConditionType,
-		Status:             want.status(),
-		Reason:             want.reason,
-		Message:            want.message,
-		LastHeartbeatTime:  metav1.NewTime(now),
-		LastTransitionTime: metav1.NewTime(since),
-	}
-	if w.stored != nil && w.stored.Status == cond.Status {
-		cond.LastTransitionTime = w.stored.LastTransitionTime
-	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{cond}}})
-	if err != nil {
-		w.log.Error("Cannot encode the node condition", "err", err)
-		return time.Time{}
-	}
 	w.lastAttempt = now
-	node, err := w.nodes.Patch(ctx, w.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	sent, node, err := w.patch(ctx, want, since, now)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			w.known = false // read it again once it is back
@@ -194,13 +178,46 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 		w.failing = false
 	}
 	w.resetBackoff()
-	if got := find(node); got != nil {
-		w.stored = got
-	} else {
-		w.stored = &cond
+	if w.stored = find(node); w.stored == nil {
+		w.stored = &sent
 	}
 	w.written(want)
 	return now.Add(w.heartbeat)
+}
+
+// patch writes v as the condition, its status holding since since, and
+// returns the condition sent and the node as the API server answered.
+// The kubelet's conditions are left alone: a strategic merge patch merges
+// conditions by type.
+func (w *conditionWriter) patch(ctx context.Context, v verdict, since, now time.Time) (corev1.NodeCondition, *corev1.Node, error) {
+	cond := corev1.NodeCondition{
+		Type:               ConditionType,
+		Status:             v.status(),
+		Reason:             v.reason,
+		Message:            v.message,
+		LastHeartbeatTime:  metav1.NewTime(now),
+		LastTransitionTime: metav1.NewTime(since),
+	}
+	if w.stored != nil && w.stored.Status == cond.Status {
+		cond.LastTransitionTime = w.stored.LastTransitionTime
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{cond}}})
+	if err != nil {
+		return cond, nil, err
+	}
+	node, err := w.nodes.Patch(ctx, w.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	return cond, node, err
+}
+
+// stop writes the condition as Unknown, once, within ctx: pleg stops, and
+// nothing will refresh what it said last. Call it after run has returned.
+func (w *conditionWriter) stop(ctx context.Context, now time.Time) {
+	if _, _, err := w.patch(ctx, stopped(now), now, now); err != nil {
+		w.count(resultDropped)
+		w.log.Warn("Cannot set pleg's node condition to Unknown as it stops", "node", w.name, "err", err)
+		return
+	}
+	w.count(resultWritten)
 }
 
 // failed counts a failed attempt and returns when to retry.

@@ -52,6 +52,10 @@ const (
 	// DefaultHeartbeat is node-problem-detector's: the condition's
 	// lastHeartbeatTime is refreshed this often when nothing changes.
 	DefaultHeartbeat = 5 * time.Minute
+	// DefaultStopTimeout bounds the last write, the condition set to
+	// Unknown as the reporter stops: a stop is not held up long by an API
+	// server that does not answer.
+	DefaultStopTimeout = 5 * time.Second
 	// DefaultPodEventBurst and DefaultPodEventsPerMinute bound the pod
 	// events, so that a runtime that hangs for every pod does not write
 	// one event per pod at once: the node's condition and events tell it.
@@ -105,8 +109,12 @@ type Config struct {
 	MinWriteInterval time.Duration
 	MaxRetryInterval time.Duration
 	// Heartbeat is how often the condition is written when nothing
-	// changes (DefaultHeartbeat).
+	// changes (DefaultHeartbeat): a lastHeartbeatTime older than that
+	// tells that pleg no longer runs, or no longer reaches the API server.
 	Heartbeat time.Duration
+	// StopTimeout bounds the write that sets the condition to Unknown
+	// when Run ends (DefaultStopTimeout).
+	StopTimeout time.Duration
 	// PodEventBurst and PodEventsPerMinute bound the pod events
 	// (DefaultPodEventBurst, DefaultPodEventsPerMinute); those over it are
 	// dropped and counted.
@@ -126,7 +134,7 @@ func (c *Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"Interval": c.Interval, "Grace": c.Grace, "MinWriteInterval": c.MinWriteInterval,
-		"MaxRetryInterval": c.MaxRetryInterval, "Heartbeat": c.Heartbeat,
+		"MaxRetryInterval": c.MaxRetryInterval, "Heartbeat": c.Heartbeat, "StopTimeout": c.StopTimeout,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("kubereport: %s %v: must not be negative", name, d))
@@ -155,6 +163,7 @@ func (c *Config) setDefaults() {
 	set(&c.MinWriteInterval, DefaultMinWriteInterval)
 	set(&c.MaxRetryInterval, DefaultMaxRetryInterval)
 	set(&c.Heartbeat, DefaultHeartbeat)
+	set(&c.StopTimeout, DefaultStopTimeout)
 	c.MaxRetryInterval = max(c.MaxRetryInterval, c.MinWriteInterval)
 	if c.PodEventBurst == 0 {
 		c.PodEventBurst = DefaultPodEventBurst
@@ -213,31 +222,30 @@ func New(src Source, cfg Config) (*Reporter, error) {
 
 func (r *Reporter) count(result string) { r.reports.WithLabelValues(result).Inc() }
 
-// Run reports until ctx ends, then returns; events the recorder still
-// retries are given up. A Reporter runs once.
+// Run reports until ctx ends, then sets the condition to Unknown (within
+// StopTimeout) and returns; events the recorder still retries are given
+// up. A Reporter runs once.
 func (r *Reporter) Run(ctx context.Context) error {
 	started := false
 	r.runOnce.Do(func() { started = true })
 	if !started {
 		return errors.New("kubereport: a Reporter runs once")
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	// client-go's recorder logs through the context's logger.
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(r.cfg.Logger.Handler()))
+	running, stopRunning := context.WithCancel(ctx)
+	defer stopRunning()
 
-	sink := newCountingSink(&events.EventSinkImpl{Interface: r.cfg.Client.EventsV1()}, r.count)
+	sink := newCountingSink(&events.EventSinkImpl{Interface: r.cfg.Client.EventsV1()}, r.count, r.cfg.NodeName)
 	broadcaster := events.NewBroadcaster(sink)
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+	if err := broadcaster.StartRecordingToSinkWithContext(running); err != nil {
 		return fmt.Errorf("kubereport: starting the event recorder: %w", err)
 	}
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, Component)
 
 	var wg sync.WaitGroup
-	wg.Go(func() { r.writer.run(ctx) })
-	defer wg.Wait()
-	defer cancel()
+	wg.Go(func() { r.writer.run(running) })
 
 	r.cfg.Logger.Info("Reporting to the Kubernetes API", "node", r.cfg.NodeName, "condition", ConditionType)
 	ticker := r.cfg.Clock.NewTicker(r.cfg.Interval)
@@ -246,6 +254,11 @@ func (r *Reporter) Run(ctx context.Context) error {
 		r.observe(recorder, r.cfg.Clock.Now())
 		select {
 		case <-ctx.Done():
+			stopRunning()
+			wg.Wait()
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopTimeout)
+			defer cancel()
+			r.writer.stop(last, r.cfg.Clock.Now())
 			return nil
 		case <-ticker.C():
 		}

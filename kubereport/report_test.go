@@ -3,6 +3,7 @@ package kubereport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -103,6 +104,10 @@ func (a *apiServer) events(t *testing.T) []string {
 		}
 		if e.ReportingController != Component || e.Action == "" || e.Note == "" {
 			t.Errorf("event %s: controller %q action %q note %q", s, e.ReportingController, e.Action, e.Note)
+		}
+		// The node, not the host name client-go's recorder would name.
+		if e.ReportingInstance != "node-1" {
+			t.Errorf("event %s: reportingInstance %q, want the node's name", s, e.ReportingInstance)
 		}
 		out = append(out, s)
 	}
@@ -449,4 +454,63 @@ func healthyNode() (*apiServer, *source, *prometheus.Registry) {
 		*s = pleg.Status{Mode: pleg.ModeGeneric, RelistPeriod: time.Second, RelistThreshold: 3 * time.Minute, LastRelist: time.Now()}
 	})
 	return newAPIServer(node1()), src, prometheus.NewRegistry()
+}
+
+// Issue 22 found that a pleg that stopped left its condition False
+// (healthy) forever. As it stops, the condition turns Unknown, since
+// then, with a reason; an API server that refuses it costs the stop
+// nothing but a dropped write.
+func TestStopSetsTheConditionUnknown(t *testing.T) {
+	for _, down := range []bool{false, true} {
+		t.Run(fmt.Sprintf("API server down %v", down), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api, src, reg := healthyNode()
+				r, err := New(src, Config{NodeName: "node-1", Client: api, Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error)
+				go func() { done <- r.Run(ctx) }()
+				advance(time.Second)
+				healthy := api.condition(t)
+				if healthy == nil || healthy.Status != corev1.ConditionFalse {
+					t.Fatalf("condition %+v, want False", healthy)
+				}
+				advance(time.Minute)
+
+				api.setDown(down)
+				stoppedAt := time.Now()
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if took := time.Since(stoppedAt); took > DefaultStopTimeout {
+					t.Errorf("Run took %v to return after its context ended, more than %v", took, DefaultStopTimeout)
+				}
+				api.setDown(false)
+				c := api.condition(t)
+				if down {
+					if c.Status != corev1.ConditionFalse {
+						t.Errorf("condition %+v, yet the API server was down", c)
+					}
+					if r := reports(t, reg); r[resultDropped] != 1 {
+						t.Errorf("reports %v, want the last write dropped", r)
+					}
+					return
+				}
+				if c.Status != corev1.ConditionUnknown || c.Reason != ReasonStopped || !strings.Contains(c.Message, "pleg stopped at ") ||
+					!c.LastTransitionTime.Time.Equal(stoppedAt) || !c.LastHeartbeatTime.Time.Equal(stoppedAt) {
+					t.Errorf("condition after the stop %+v, want Unknown %s since %v", c, ReasonStopped, stoppedAt)
+				}
+				node, _ := api.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+				ready := slices.IndexFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool {
+					return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+				})
+				if len(node.Status.Conditions) != 2 || ready < 0 {
+					t.Errorf("conditions %+v: want the kubelet's Ready left alone", node.Status.Conditions)
+				}
+			})
+		})
+	}
 }

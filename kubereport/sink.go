@@ -17,26 +17,39 @@ const recorderTries = 12
 
 // countingSink is the recorder's sink, counting every write: written,
 // retried (the recorder tries again about 10 s later) or dropped (the
-// server refused the event, or the recorder gave up on it).
+// server refused the event, or the recorder gave up on it). It also names
+// the node as the events' reportingInstance: client-go's recorder names
+// the host, which need not be the node.
 type countingSink struct {
-	inner events.EventSink
-	count func(result string)
+	inner    events.EventSink
+	count    func(result string)
+	instance string
 
 	mu    sync.Mutex
 	tries map[string]int // failed tries of each event under way, by name
 }
 
-func newCountingSink(inner events.EventSink, count func(string)) *countingSink {
-	return &countingSink{inner: inner, count: count, tries: make(map[string]int)}
+// maxReportingInstance is the longest reportingInstance the API server
+// admits (events.k8s.io/v1); a node name may be longer.
+const maxReportingInstance = 128
+
+func newCountingSink(inner events.EventSink, count func(string), node string) *countingSink {
+	return &countingSink{inner: inner, count: count, instance: node[:min(len(node), maxReportingInstance)],
+		tries: make(map[string]int)}
 }
 
+// Create names the node as the reporting instance. The recorder hands
+// the sink a copy of its event, and a series' later writes are patches of
+// its count alone, which leave the created event's instance.
 func (s *countingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	e.ReportingInstance = s.instance
 	out, err := s.inner.Create(ctx, e)
 	s.done(e, err)
 	return out, err
 }
 
 func (s *countingSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	e.ReportingInstance = s.instance
 	out, err := s.inner.Update(ctx, e)
 	s.done(e, err)
 	return out, err

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -124,18 +126,33 @@ Exit status:
 	return cmd
 }
 
-// writeFile writes a file through write, removing it if that fails.
+// writeFile writes the file at path through write, never through a
+// symbolic link: doctor runs as root, often into a shared directory such
+// as /tmp, where another user could have linked the name to any file.
+// The page is written beside path under a name of its own and renamed
+// into place: a rename replaces the name, never a file it points to, and
+// a write that fails leaves what was at path as it was.
 func writeFile(path string, write func(w io.Writer) error) error {
-	f, err := os.Create(path)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSymlink {
+		return fmt.Errorf("%s is a symbolic link: refusing to write through it", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	err = write(f)
+	if err == nil {
+		// Readable as a page written with the usual umask would be.
+		err = f.Chmod(0o644)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
 	if err != nil {
-		os.Remove(path)
+		os.Remove(f.Name())
 	}
 	return err
 }

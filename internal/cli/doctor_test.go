@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,5 +81,48 @@ func TestDoctorExitStatus(t *testing.T) {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help lacks %q", want)
 		}
+	}
+}
+
+// Issue 22 found that doctor --html followed a symbolic link when it
+// created its page: doctor runs as root, and a link left in /tmp by
+// another user would have it overwrite any file. A link is refused and
+// its target left alone; a regular file is replaced.
+func TestDoctorHTMLNeverWritesThroughASymlink(t *testing.T) {
+	dir := t.TempDir()
+	precious := filepath.Join(dir, "precious")
+	if err := os.WriteFile(precious, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(dir, "report.html")
+	if err := os.Symlink(precious, page); err != nil {
+		t.Fatal(err)
+	}
+	write := func(w io.Writer) error { _, err := io.WriteString(w, "<html>report</html>"); return err }
+	if err := writeFile(page, write); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("writing through a symbolic link: %v, want refused", err)
+	}
+	if data, err := os.ReadFile(precious); err != nil || string(data) != "keep" {
+		t.Errorf("the link's target: %q %v, want untouched", data, err)
+	}
+
+	old := filepath.Join(dir, "old.html")
+	if err := os.WriteFile(old, []byte("an older report"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(old, write); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(old); err != nil || string(data) != "<html>report</html>" {
+		t.Errorf("the replaced report: %q %v", data, err)
+	}
+	if err := writeFile(old, func(io.Writer) error { return errors.New("render failed") }); err == nil {
+		t.Error("a failed render succeeded")
+	}
+	if data, _ := os.ReadFile(old); string(data) != "<html>report</html>" {
+		t.Errorf("a failed render changed the report already there: %q", data)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
+		t.Errorf("files left beside the report: %v", entries)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -18,12 +19,15 @@ type kubeFlags struct {
 	kubeconfig string
 	inCluster  bool
 	nodeName   string
+	heartbeat  time.Duration
 }
 
 func (k *kubeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "report a node condition and events to the Kubernetes API server of this kubeconfig file")
 	f.BoolVar(&k.inCluster, "in-cluster", false, "report a node condition and events to the Kubernetes API server, with the pod's service account")
 	f.StringVar(&k.nodeName, "node-name", "", "the Node object to report on (default: $NODE_NAME, else the host name)")
+	f.DurationVar(&k.heartbeat, "heartbeat-period", kubereport.DefaultHeartbeat,
+		"how often the node condition's lastHeartbeatTime is refreshed while nothing changes (node-problem-detector's --k8s-exporter-heartbeat-period)")
 }
 
 func (k *kubeFlags) enabled() bool { return k.kubeconfig != "" || k.inCluster }
@@ -34,6 +38,11 @@ func (k *kubeFlags) validate() error {
 		return errors.New("--kubeconfig and --in-cluster: want one of them")
 	case k.nodeName != "" && !k.enabled():
 		return errors.New("--node-name: only with --kubeconfig or --in-cluster")
+	case k.heartbeat != kubereport.DefaultHeartbeat && !k.enabled():
+		return errors.New("--heartbeat-period: only with --kubeconfig or --in-cluster")
+	case k.heartbeat < kubereport.DefaultMinWriteInterval:
+		return fmt.Errorf("--heartbeat-period %v: must be at least %v, the least time between two writes of the condition",
+			k.heartbeat, kubereport.DefaultMinWriteInterval)
 	case !k.enabled():
 		return nil
 	}
@@ -85,5 +94,5 @@ func (k *kubeFlags) config() (*kubereport.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kubereport.Config{NodeName: name, Client: client}, nil
+	return &kubereport.Config{NodeName: name, Client: client, Heartbeat: k.heartbeat}, nil
 }

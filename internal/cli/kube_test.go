@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestKubeFlagsAreCheckedBeforeAnythingStarts(t *testing.T) {
@@ -17,6 +18,8 @@ func TestKubeFlagsAreCheckedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", "--node-name", "node-1"}, "--node-name: only with --kubeconfig or --in-cluster"},
 		{[]string{"run", "--kubeconfig", kubeconfig, "--node-name", "Node_1"}, `--node-name "Node_1": a lowercase RFC 1123 subdomain`},
 		{[]string{"run", "--kubeconfig", "/nonexistent/kubeconfig", "--node-name", "node-1"}, "/nonexistent/kubeconfig"},
+		{[]string{"run", "--heartbeat-period", "1m"}, "--heartbeat-period: only with --kubeconfig or --in-cluster"},
+		{[]string{"run", "--kubeconfig", kubeconfig, "--heartbeat-period", "1s"}, "--heartbeat-period 1s: must be at least 5s"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := run(t, append(tc.args, "--runtime-endpoint=unix:///nonexistent/cri.sock", "--listen=127.0.0.1:0")...)
@@ -49,7 +52,7 @@ func TestNodeName(t *testing.T) {
 
 func TestKubeconfigMakesAReporter(t *testing.T) {
 	kubeconfig := writeKubeconfig(t)
-	k := kubeFlags{kubeconfig: kubeconfig, nodeName: "node-1"}
+	k := kubeFlags{kubeconfig: kubeconfig, nodeName: "node-1", heartbeat: time.Minute}
 	if err := k.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +60,7 @@ func TestKubeconfigMakesAReporter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.NodeName != "node-1" || cfg.Client == nil {
+	if cfg.NodeName != "node-1" || cfg.Client == nil || cfg.Heartbeat != time.Minute {
 		t.Errorf("config %+v", cfg)
 	}
 	if cfg, err := (&kubeFlags{}).config(); cfg != nil || err != nil {

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 
@@ -31,7 +35,7 @@ func (p *eventPrinter) print(ev api.Event) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(p.w, "%s\n", data)
+		_, err = fmt.Fprintf(p.w, "%s\n", terminalSafeJSON(data))
 		return err
 	}
 	if !p.header {
@@ -50,7 +54,7 @@ func (p *eventPrinter) print(ev api.Event) error {
 		_, err := fmt.Fprintf(p.w, eventRow, t, ev.Type, "-", missed)
 		return err
 	}
-	_, err := fmt.Fprintf(p.w, eventRow, t, ev.Type, ev.PodNamespace+"/"+ev.PodName, containerColumn(ev))
+	_, err := fmt.Fprintf(p.w, eventRow, t, printable(ev.Type), printable(ev.PodNamespace+"/"+ev.PodName), containerColumn(ev))
 	return err
 }
 
@@ -59,10 +63,66 @@ func containerColumn(ev api.Event) string {
 	case ev.ContainerID == "":
 		return "-"
 	case ev.Sandbox:
-		return "(sandbox) " + shortID(ev.ContainerID, false)
+		return "(sandbox) " + printable(shortID(ev.ContainerID, false))
 	default:
-		return ev.ContainerName + " " + shortID(ev.ContainerID, false)
+		return printable(ev.ContainerName + " " + shortID(ev.ContainerID, false))
 	}
+}
+
+// printable returns s with what a terminal would act on instead of show
+// escaped, as Go quotes it: control characters (an escape sequence can
+// clear the screen, rewrite earlier lines, set the window title or, on
+// some terminals, answer back as typed input), Unicode format characters
+// (a bidirectional override reorders what follows it), anything else not
+// printable, and bytes that are not UTF-8. Names, IDs and messages come
+// from the runtime, whose clients may name a container anything.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, needsEscape) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case needsEscape(r):
+			q := strconv.QuoteRune(r) // '\x1b', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// needsEscape reports whether a terminal could act on r rather than show
+// it. A tab would break the table's columns.
+func needsEscape(r rune) bool { return !unicode.IsPrint(r) || r == '\t' }
+
+// terminalSafeJSON escapes in encoded JSON what encoding/json leaves raw
+// and a terminal may act on: DEL, the C1 controls (U+009B is an escape
+// sequence's introducer on some terminals) and format characters such as
+// the bidirectional overrides. The JSON means the same.
+func terminalSafeJSON(data []byte) []byte {
+	if !bytes.ContainsFunc(data, func(r rune) bool { return r != '\n' && r != ' ' && !unicode.IsPrint(r) }) {
+		return data
+	}
+	out := make([]byte, 0, len(data)+32)
+	for len(data) > 0 {
+		r, size := utf8.DecodeRune(data)
+		switch {
+		case r == '\n' || r == ' ' || unicode.IsPrint(r) || (r == utf8.RuneError && size == 1):
+			// encoding/json writes no invalid UTF-8; pass what it wrote.
+			out = append(out, data[:size]...)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		data = data[size:]
+	}
+	return out
 }
 
 // shortID truncates an ID as crictl does, unless noTrunc.
@@ -81,10 +141,17 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", data)
+		_, err = fmt.Fprintf(w, "%s\n", terminalSafeJSON(data))
 		return err
 	case "yaml":
-		data, err := yaml.Marshal(list)
+		// As yaml.Marshal does, through JSON; a YAML parser refuses the
+		// characters JSON leaves raw, and YAML's encoder quotes and
+		// escapes a string with a control character in it.
+		data, err := json.Marshal(list)
+		if err != nil {
+			return err
+		}
+		data, err = yaml.JSONToYAML(terminalSafeJSON(data))
 		if err != nil {
 			return err
 		}
@@ -104,7 +171,8 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 		if p.Error != "" {
 			info = "inspection failed: " + p.Error
 		}
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, id, state, attempt, created, info)
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Namespace), printable(p.Name), printable(id), printable(state),
+			attempt, created, printable(info))
 		for _, c := range p.Containers {
 			info := ""
 			if c.ExitCode != nil {
@@ -113,7 +181,8 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 					info += " (" + c.Reason + ")"
 				}
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", c.Name, shortID(c.ID, noTrunc), titled(c.State), c.RestartCount, ago(c.CreatedAt, now), info)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", printable(c.Name), printable(shortID(c.ID, noTrunc)), printable(titled(c.State)),
+				c.RestartCount, ago(c.CreatedAt, now), printable(info))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -2,11 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/plegkit/pleg/api"
 )
@@ -115,5 +120,72 @@ func TestAgo(t *testing.T) {
 	}
 	if ago(nil, t0) != "-" {
 		t.Error("ago(nil) should be -")
+	}
+}
+
+// Issue 22 found that watch and pods printed what the runtime said raw: a
+// container named with an escape sequence could clear the operator's
+// screen, rewrite earlier lines or set the terminal's title. Every output
+// escapes what a terminal would act on; JSON keeps its meaning.
+func TestControlCharactersAreEscaped(t *testing.T) {
+	const (
+		clear    = "\x1b[2J\x1b[H"     // clear the screen
+		title    = "\x1b]0;pwned\a"    // set the window title
+		csi      = "\u009b31m"         // C1 control sequence introducer
+		override = "evil\u202etxt.exe" // right-to-left override
+	)
+	name := "web" + clear + title + csi
+	ev := api.Event{Seq: 1, Time: t0, Type: "ContainerStarted", PodUID: "u1", PodName: override, PodNamespace: "shop\tx",
+		ContainerID: "c0ffee\x07", ContainerName: name}
+	list := api.PodList{Pods: []api.Pod{{UID: "u1", Name: override, Namespace: "shop", Error: "bad\x1b[1A\r\x00\xff",
+		Sandboxes:  []api.Sandbox{{ID: "sb\x1b", State: "ready"}},
+		Containers: []api.Container{{ID: "c\x1b", Name: name, State: "exited", ExitCode: code(1), Reason: "Error" + clear}}}}}
+
+	outputs := map[string]*bytes.Buffer{}
+	for _, asJSON := range []bool{false, true} {
+		var buf bytes.Buffer
+		if err := (&eventPrinter{w: &buf, json: asJSON, loc: time.UTC}).print(ev); err != nil {
+			t.Fatal(err)
+		}
+		outputs[fmt.Sprintf("watch json=%v", asJSON)] = &buf
+	}
+	for _, format := range []string{"table", "json", "yaml"} {
+		var buf bytes.Buffer
+		if err := printPods(&buf, list, format, true, t0); err != nil {
+			t.Fatal(err)
+		}
+		outputs["pods "+format] = &buf
+	}
+	for what, buf := range outputs {
+		out := buf.String()
+		// YAML counts format characters as printable and writes them
+		// raw; they reorder what a terminal shows but make it do nothing.
+		formatOK := what == "pods yaml"
+		if i := strings.IndexFunc(out, func(r rune) bool {
+			return r != '\n' && (unicode.IsControl(r) || (!formatOK && unicode.Is(unicode.Cf, r)))
+		}); i >= 0 || !utf8.ValidString(out) {
+			t.Errorf("%s: a raw control character at byte %d, or bytes that are not UTF-8:\n%q", what, i, out)
+		}
+		if what == "watch json=true" || what == "pods json" {
+			var v any
+			if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+				t.Errorf("%s: not JSON any more: %v", what, err)
+			}
+		}
+	}
+	for what, want := range map[string]string{
+		"watch json=false": `web\x1b[2J\x1b[H\x1b]0;pwned\a\u009b31m c0ffee\a`,
+		"watch json=true":  `"podName":"evil\u202etxt.exe"`,
+		"pods table":       `evil\u202etxt.exe`,
+		"pods json":        `\u009b31m`,
+		"pods yaml":        `name: "web\e[2J\e[H\e]0;pwned\a\x9B31m"`,
+	} {
+		if !strings.Contains(outputs[what].String(), want) {
+			t.Errorf("%s: %q not in\n%s", what, want, outputs[what])
+		}
+	}
+	var back api.PodList
+	if err := json.Unmarshal(outputs["pods json"].Bytes(), &back); err != nil || back.Pods[0].Containers[0].Name != name {
+		t.Errorf("pods json decodes to %q, %v; want the name as the runtime gave it", back.Pods[0].Containers[0].Name, err)
 	}
 }

@@ -34,6 +34,9 @@ type global struct {
 	configFile         string
 	logFormat          string
 	verbosity          int
+	// maxListBytes bounds the runtime's list answers (pleg run's
+	// --max-list-size); 0 leaves cri's default.
+	maxListBytes int
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -190,7 +193,8 @@ func (g *global) runtimeAt(endpoint string, def time.Duration) (*cri.Runtime, er
 	if timeout == 0 {
 		timeout = def
 	}
-	return cri.New(cri.Options{Endpoint: endpoint, RequestTimeout: timeout, Logger: g.log})
+	return cri.New(cri.Options{Endpoint: endpoint, RequestTimeout: timeout, Logger: g.log,
+		MaxRecvMsgSize: g.maxListBytes, MaxListBytes: g.maxListBytes})
 }
 
 // generatorOptions are the generator's options from the flags.

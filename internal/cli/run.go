@@ -3,16 +3,49 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/daemon"
 	"github.com/plegkit/pleg/journal"
+	"github.com/plegkit/pleg/runtime/cri"
 )
+
+// minListSize is the least --max-list-size: below it a node of a few
+// hundred containers could not be listed.
+const minListSize = 1 << 20
+
+// byteSize is a flag holding a number of bytes, written as a Kubernetes
+// quantity: 24Mi, 1Gi, 25165824.
+type byteSize struct{ n *int }
+
+func (b byteSize) String() string {
+	if b.n == nil {
+		return "0"
+	}
+	return resource.NewQuantity(int64(*b.n), resource.BinarySI).String()
+}
+
+func (b byteSize) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("want a size such as 24Mi: %w", err)
+	}
+	v, ok := q.AsInt64()
+	if !ok || v < minListSize || v > math.MaxInt32 {
+		return fmt.Errorf("%s: want from 1Mi to 2Gi", s)
+	}
+	*b.n = int(v)
+	return nil
+}
+
+func (byteSize) Type() string { return "size" }
 
 func newRunCommand(g *global) *cobra.Command {
 	var (
@@ -116,9 +149,13 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 	f.StringVar(&cfg.StateDir, "state-dir", daemon.DefaultStateDir, `directory keeping the journal across restarts (events, sequence numbers, what was last reported of each container); "" keeps it in memory. Default "" with --simulate`)
 	f.Var(&syncFlag{&cfg.StateSync}, "state-sync", `how often the journal's writes are forced to disk: a period, "always" (every change, slower) or "never" (left to the OS); a machine that goes down loses at most this much, and clients are told of it as a Gap`)
 	f.IntVar(&cfg.MaxStreams, "max-streams", api.DefaultMaxStreams, "concurrent /v1/events clients at most")
-	f.IntVar(&cfg.MaxStreamsPerClient, "max-streams-per-client", api.DefaultMaxStreamsPerClient, "concurrent /v1/events streams of one client address at most")
+	f.IntVar(&cfg.MaxStreamsPerClient, "max-streams-per-client", api.DefaultMaxStreamsPerClient, "concurrent /v1/events streams of one client at most: an IP address, or a user on a unix socket")
 	f.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", api.DefaultStreamIdleTimeout, "end a /v1/events stream that has sent no event for this long")
 	f.IntVar(&cfg.Limits.MaxConnections, "max-connections", daemon.DefaultMaxConnections, "open connections of each listener at most")
+	g.maxListBytes = cri.DefaultMaxListBytes
+	f.Var(byteSize{&g.maxListBytes}, "max-list-size",
+		"largest answer of the runtime's lists accepted, all its messages together (24Mi, 64Mi...): its items and the pod cache grow with it; "+
+			"fit it to the memory limit")
 	f.BoolVar(&simulate, "simulate", false, "watch an embedded simulated runtime instead of --runtime-endpoint")
 	f.BoolVar(&cfg.Profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on --listen")
 	sim.register(f, "sim-")

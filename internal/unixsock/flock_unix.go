@@ -9,6 +9,13 @@ import (
 	"syscall"
 )
 
+// noFollow makes open(2) fail on a symbolic link instead of following it.
+const noFollow = syscall.O_NOFOLLOW
+
+// isSymlinkError reports whether err is open(2)'s answer to O_NOFOLLOW
+// on a symbolic link.
+func isSymlinkError(err error) bool { return errors.Is(err, syscall.ELOOP) }
+
 // flock takes an exclusive lock on f without waiting.
 func flock(f *os.File) error {
 	for {

@@ -1,8 +1,10 @@
 // Package unixsock opens the unix sockets pleg serves on, the daemon's
 // API and the simulated runtime, so that they are safe on a shared node:
-// a socket is created with mode 0660 (and a group of choice), a socket
-// another process serves is never taken over, and on Close the socket is
-// removed only if it is still the one this process created.
+// a socket appears at its path already with mode 0660 (and a group of
+// choice), a socket another process serves is never taken over, no
+// symbolic link is followed to create a file, and on Close the socket is
+// removed only if it is still the one this process created. PeerUID
+// tells who is at the other end of a connection.
 //
 // A lock file beside the socket, path + ".lock", held with flock(2) for
 // the listener's life, says which process owns the path; a socket that
@@ -87,50 +89,79 @@ func Listen(path string, opts Options) (*Listener, error) {
 // listen creates the socket at path, replacing a stale one. The caller
 // holds the lock.
 func listen(path string, mode fs.FileMode, gid int) (*Listener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != fs.ModeSocket {
-			return nil, errors.New("exists and is not a socket")
-		}
-		// The lock is ours, yet a process that does not take it may
-		// serve the socket.
-		if c, err := net.DialTimeout("unix", path, dialTimeout); err == nil {
-			c.Close()
-			return nil, errors.New("another process serves it")
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("removing the stale socket: %w", err)
-		}
+	if err := removeStale(path); err != nil {
+		return nil, err
 	}
-	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	// bind(2) creates the file with 0777 less the umask, and a chmod after
+	// it leaves a window in which the socket has that mode (under umask 0,
+	// anyone may connect). So the socket is bound in a private directory
+	// (0700) beside path, given its mode and group there, and renamed to
+	// path: path only ever shows the finished socket.
+	private, err := os.MkdirTemp(filepath.Dir(path), ".s")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(private)
+	made := filepath.Join(private, "s")
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: made, Net: "unix"})
 	if err != nil {
 		return nil, err
 	}
 	// Close removes the file itself, and only if it is still ours.
 	ul.SetUnlinkOnClose(false)
-	// bind(2) creates the file with 0777 less the umask; until the chmod
-	// (under the usual umask 022) only its owner may connect.
-	err = os.Chmod(path, mode)
+	err = os.Chmod(made, mode)
 	if err == nil && gid >= 0 {
-		err = os.Chown(path, -1, gid)
+		err = os.Chown(made, -1, gid)
+	}
+	if err == nil {
+		err = os.Rename(made, path)
 	}
 	var fi fs.FileInfo
 	if err == nil {
-		fi, err = os.Stat(path)
+		fi, err = os.Lstat(path)
 	}
 	if err != nil {
 		ul.Close()
-		_ = os.Remove(path)
 		return nil, err
 	}
 	return &Listener{UnixListener: ul, path: path, ours: fi}, nil
 }
+
+// removeStale removes a socket file at path that no process serves, and
+// refuses any other file, or a socket that answers.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return errors.New("exists and is not a socket")
+	}
+	// The lock is ours, yet a process that does not take it may serve the
+	// socket.
+	if c, err := net.DialTimeout("unix", path, dialTimeout); err == nil {
+		c.Close()
+		return errors.New("another process serves it")
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the stale socket: %w", err)
+	}
+	return nil
+}
+
+// Addr returns the socket's path. The kernel keeps the name the socket
+// was bound to, in the private directory it was made in, which is gone.
+func (l *Listener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
 
 // Close stops listening, then removes the socket file if it is still the
 // one Listen created, and releases the lock. It is idempotent.
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		l.close = l.UnixListener.Close()
-		if fi, err := os.Stat(l.path); err == nil && os.SameFile(fi, l.ours) {
+		if fi, err := os.Lstat(l.path); err == nil && os.SameFile(fi, l.ours) {
 			if err := os.Remove(l.path); err != nil && l.close == nil {
 				l.close = err
 			}
@@ -159,7 +190,12 @@ func lookupGroup(group string) (int, error) {
 // lock we got is on a file nobody else will open, and we try again.
 func acquire(path string) (*os.File, error) {
 	for range 3 {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		// Never through a symbolic link: root would create or lock any
+		// file its target names.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow, 0o600)
+		if isSymlinkError(err) {
+			return nil, fmt.Errorf("lock file %s is a symbolic link: refusing to follow it", path)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +204,7 @@ func acquire(path string) (*os.File, error) {
 			return nil, err
 		}
 		held, err1 := f.Stat()
-		named, err2 := os.Stat(path)
+		named, err2 := os.Lstat(path)
 		if err1 == nil && err2 == nil && os.SameFile(held, named) {
 			return f, nil
 		}
@@ -180,7 +216,7 @@ func acquire(path string) (*os.File, error) {
 // release removes the lock file while it holds the lock, then drops it.
 func release(f *os.File, path string) {
 	if held, err := f.Stat(); err == nil {
-		if named, err := os.Stat(path); err == nil && os.SameFile(held, named) {
+		if named, err := os.Lstat(path); err == nil && os.SameFile(held, named) {
 			_ = os.Remove(path)
 		}
 	}

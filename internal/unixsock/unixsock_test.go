@@ -179,3 +179,66 @@ func TestListenErrors(t *testing.T) {
 		t.Errorf("a failed Listen left its lock file: %v", err)
 	}
 }
+
+// The lock file is never opened through a symbolic link: root would
+// create, or lock, whatever file the link names.
+func TestListenRefusesASymlinkedLockFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.sock")
+	existing := filepath.Join(dir, "precious")
+	if err := os.WriteFile(existing, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "created-by-root")
+	for _, target := range []string{existing, missing} {
+		if err := os.Symlink(target, path+".lock"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Listen(path, Options{}); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("Listen with its lock file linked to %s = %v, want refused", target, err)
+		}
+		if err := os.Remove(path + ".lock"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if data, err := os.ReadFile(existing); err != nil || string(data) != "keep" {
+		t.Errorf("the link's target was touched: %q %v", data, err)
+	}
+	if _, err := os.Lstat(missing); !os.IsNotExist(err) {
+		t.Errorf("the link's missing target was created: %v", err)
+	}
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("a socket was made: %v", err)
+	}
+}
+
+// PeerUID tells the user of the process that connected, as the kernel
+// recorded it.
+func TestPeerUID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "api.sock")
+	l, err := Listen(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	uid, ok := PeerUID(s)
+	if want := os.Getuid(); !ok || int(uid) != want {
+		t.Errorf("PeerUID = %d, %v; want %d", uid, ok, want)
+	}
+	if l.Addr().String() != path {
+		t.Errorf("Addr() = %s, want %s", l.Addr(), path)
+	}
+	if _, ok := PeerUID(&net.TCPConn{}); ok {
+		t.Error("PeerUID of a TCP connection told a user")
+	}
+}

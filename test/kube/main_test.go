@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,6 +122,14 @@ func startSim(t *testing.T, opts sim.Options) *sim.Sim {
 // test ends.
 func runDaemon(t *testing.T, s *sim.Sim, kubeconfig, node string, opts pleg.Options) *daemon.Daemon {
 	t.Helper()
+	d, _ := startDaemon(t, s, kubeconfig, node, opts)
+	return d
+}
+
+// startDaemon is runDaemon that can also be stopped before the test
+// ends; stop returns the daemon's error.
+func startDaemon(t *testing.T, s *sim.Sim, kubeconfig, node string, opts pleg.Options) (d *daemon.Daemon, stop func() error) {
+	t.Helper()
 	// Each call's deadline is pleg run's (2 min): a hung status call ends
 	// at the inspection's deadline (10 s by default), as in the field.
 	rt, err := cri.New(cri.Options{Endpoint: s.Endpoint(), RequestTimeout: 2 * time.Minute, Logger: slog.New(slog.DiscardHandler)})
@@ -133,7 +142,7 @@ func runDaemon(t *testing.T, s *sim.Sim, kubeconfig, node string, opts pleg.Opti
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	d, err := daemon.New(daemon.Config{
+	d, err = daemon.New(daemon.Config{
 		Runtime:   rt,
 		Generator: opts,
 		Listen:    "127.0.0.1:0",
@@ -146,13 +155,23 @@ func runDaemon(t *testing.T, s *sim.Sim, kubeconfig, node string, opts pleg.Opti
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
+	var (
+		once    sync.Once
+		stopErr error
+	)
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-done
+		})
+		return stopErr
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("daemon: %v", err)
 		}
 	})
-	return d
+	return d, stop
 }
 
 // testWriter sends the daemon's log to the test's, shown on failure or
