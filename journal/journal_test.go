@@ -548,3 +548,24 @@ func crcBytes(b []byte) []byte {
 	binary.LittleEndian.PutUint32(out[:], crc32.Checksum(b, castagnoli))
 	return out[:]
 }
+
+// A checkpoint larger than a segment (many pods, small segments) does not
+// make every commit start a segment.
+func TestLargeCheckpointDoesNotRotateEveryCommit(t *testing.T) {
+	e := newEnv(t)
+	e.opts.SegmentBytes = 1000
+	j := e.open()
+	var pods []pleg.PodReport
+	for i := range 200 {
+		pods = append(pods, report(fmt.Sprintf("pod-%03d", i), "a", "b"))
+	}
+	if err := j.Commit(nil, pods); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, j, 0, 1) // the first segment fills up: the next starts with all 200 pods
+	before := len(e.segments())
+	commit(t, j, 1, 5)
+	if n := len(e.segments()); n > before+1 {
+		t.Errorf("%d segments after 5 small commits, from %d: a checkpoint counts against its segment", n, before)
+	}
+}

@@ -66,6 +66,10 @@ type segment struct {
 	// last is the highest number an event or gap in it holds, 0 if none.
 	last uint64
 	size int64
+	// base is the size of its header and checkpoint: a segment is full
+	// when what follows them reaches the segment size, however large its
+	// checkpoint.
+	base int64
 }
 
 // damage is an error that makes a store untrustworthy.
@@ -135,6 +139,9 @@ func (rs *recovered) replay(name string, data []byte, newest bool) error {
 	seg := segment{name: name, size: int64(len(data))}
 	first := true
 	for off := headerSize; off < len(data); {
+		if !first && seg.base == 0 {
+			seg.base = int64(off)
+		}
 		payload, n, err := nextRecord(data[off:])
 		if err == nil {
 			var r record

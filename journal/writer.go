@@ -85,6 +85,7 @@ func (w *writer) startSegment(num uint64, c *checkpoint, more []byte) error {
 		return err
 	}
 	buf := appendCheckpoint(header(), c)
+	base := int64(len(buf))
 	buf = append(buf, more...)
 	if _, err := f.Write(buf); err != nil {
 		f.Close()
@@ -102,7 +103,7 @@ func (w *writer) startSegment(num uint64, c *checkpoint, more []byte) error {
 		w.seg.Close()
 	}
 	w.seg, w.dirty = f, false
-	w.segments = append(w.segments, segment{name: name, size: int64(len(buf))})
+	w.segments = append(w.segments, segment{name: name, size: int64(len(buf)), base: base})
 	return nil
 }
 
@@ -141,7 +142,7 @@ func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) 
 			return err
 		}
 	}
-	if active.size >= w.segLimit {
+	if active.size-active.base >= w.segLimit {
 		return w.rotate(j, last+1)
 	}
 	return nil
