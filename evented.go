@@ -5,6 +5,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg/runtime"
 )
 
 // Evented operation.
@@ -149,6 +151,9 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	// An event sent before we subscribed is backlog: it still asks for a
 	// relist, but what it says is old news and reports nothing itself.
 	replay := ev.GetCreatedAt() > 0 && time.Unix(0, ev.GetCreatedAt()).Before(e.connectedAt)
+	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && g.stream != nil {
+		g.noteRemoval(ev, g.st.podOf(ev))
+	}
 	label := "replayed"
 	if !replay {
 		label = eventTypeLabel(ev.GetContainerEventType())
@@ -213,12 +218,11 @@ func (g *Generator) evented() bool {
 	return g.stream != nil && g.stream.holding(g.clock.Now())
 }
 
-// period is the pause between global relists in force.
-// A stream that does not tell removals (CRI-O's, when a pod is removed)
-// still brings starts and exits at once, but only a relist sees what it
-// leaves out: relists then keep the normal period and threshold.
+// period is the pause between global relists in force. A stream that
+// does not tell some removals (CRI-O's, when a pod is removed) still
+// drives: the removal watch finds what it leaves out.
 func (g *Generator) period() time.Duration {
-	if g.evented() && g.stream.tellsRemovals() {
+	if g.evented() {
 		return g.opts.EventedRelistPeriod
 	}
 	return g.opts.RelistPeriod
@@ -226,10 +230,55 @@ func (g *Generator) period() time.Duration {
 
 // threshold is the health threshold in force.
 func (g *Generator) threshold() time.Duration {
-	if g.evented() && g.stream.tellsRemovals() {
+	if g.evented() {
 		return g.opts.EventedRelistThreshold
 	}
 	return g.opts.RelistThreshold
+}
+
+// newStream returns the supervisor of src's event stream, wired to the
+// generator, with the removal watch that finds what the stream does not
+// tell.
+func (g *Generator) newStream(src runtime.EventSource) *streamSupervisor {
+	s := newStreamSupervisor(src, g.opts, g.metrics)
+	s.deliver, s.changed = g.enqueueEvent, g.streamChanged
+	s.watch = newRemovalWatch(g.rt, g.clock, g.log,
+		func(k removalKind) bool {
+			now := g.clock.Now()
+			return s.holding(now) && !s.tellsRemovals(k, now)
+		},
+		func(uid string) {
+			g.metrics.RemovalWatchRelists.Inc()
+			g.requests.add(uid, g.clock.Now())
+		})
+	return s
+}
+
+// settled takes what a relist or a payload reported of pod uid, with the
+// removals among it no event told: a late DELETED must not report the
+// removed again, the removal watch follows what exited, and removals
+// found untold teach what the stream leaves out. Callers hold relistMu.
+func (g *Generator) settled(uid string, ts []transition, untold [numRemovalKinds][]string, observed time.Time) {
+	g.st.hints.tombstone(ts, observed)
+	g.stream.watch.settled(uid, ts, observed)
+	for k, ids := range untold {
+		g.stream.removalsUntold(removalKind(k), ids, g.st.prevRelist, g.clock.Now())
+	}
+}
+
+// noteRemoval tells the stream supervisor that a DELETED event came, of
+// the kind its subject shows: a sandbox's is a pod's removal. Callers
+// hold relistMu.
+func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid string) {
+	id := ev.GetContainerId()
+	k, known := containerRemovals, false
+	switch rec := g.st.records[uid]; {
+	case ev.GetPodSandboxStatus().GetId() == id, rec != nil && rec.knows(id, true):
+		k, known = podRemovals, true
+	case rec != nil && rec.knows(id, false):
+		known = true
+	}
+	g.stream.removalTold(id, k, known)
 }
 
 // updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.

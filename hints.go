@@ -283,6 +283,30 @@ func expand(t transition, seen stage) []transition {
 	return out
 }
 
+// untoldRemovals returns the IDs of what was removed among ts, a pod's
+// transitions, that no DELETED event told (seen holds what the events
+// told of each item), by kind: containers removed with their sandbox
+// count as its pod's removal, as RemovePodSandbox removes them.
+func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [numRemovalKinds][]string) {
+	var containers, sandboxes []string
+	for _, t := range ts {
+		if t.new != stateNonExistent || seen[hintKey{t.id, t.sandbox}]&stageDeleted != 0 {
+			continue
+		}
+		if t.sandbox {
+			sandboxes = append(sandboxes, t.id)
+		} else {
+			containers = append(containers, t.id)
+		}
+	}
+	if len(sandboxes) > 0 {
+		ids[podRemovals] = append(sandboxes, containers...)
+	} else {
+		ids[containerRemovals] = containers
+	}
+	return ids
+}
+
 // tombstone records that containers were reported removed.
 func (b *hintBook) tombstone(ts []transition, now time.Time) {
 	for _, t := range ts {

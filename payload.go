@@ -207,7 +207,7 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		st.records[rec.uid] = rec
 	}
 	rec.advance()
-	st.hints.tombstone(transitions, e.received)
+	g.settled(rec.uid, transitions, [numRemovalKinds][]string{}, e.received)
 	g.deliver(&podChange{
 		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
 		observed:    e.received,

@@ -387,15 +387,10 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 	}
 	rec.advance()
 	if g.stream != nil {
-		// A late DELETED must not report these again.
-		g.st.hints.tombstone(w.transitions, observed)
+		g.settled(rec.uid, w.transitions, w.untold, observed)
 	}
 	if w.shortLived > 0 {
 		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
-	}
-	if w.untold > 0 && g.stream != nil && g.stream.removalsUntold(w.untold, g.st.prevRelist) {
-		g.log.Info("The container event stream does not tell removals; relisting every period while it drives", "period", g.opts.RelistPeriod)
-		g.updateMode()
 	}
 	g.deliver(change, status)
 }

@@ -204,8 +204,9 @@ type podWork struct {
 	// shortLived counts the events of containers only the event stream
 	// saw, among the transitions.
 	shortLived int
-	// untold counts the removals among the transitions that no event told.
-	untold int
+	// untold are the IDs of the removals among the transitions that no
+	// event told, by kind.
+	untold [numRemovalKinds][]string
 }
 
 // plan decides which pods a global relist reconciles: those whose
@@ -253,12 +254,10 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (podWork, bool) {
 	w := podWork{rec: rec, gone: gone, reinspect: reinspect}
 	if gone || !rec.unchanged() {
-		for _, t := range rec.transitions() {
-			seen := h.seen[hintKey{t.id, t.sandbox}]
-			if t.new == stateNonExistent && seen&stageDeleted == 0 {
-				w.untold++
-			}
-			w.transitions = append(w.transitions, expand(t, seen)...)
+		ts := rec.transitions()
+		w.untold = untoldRemovals(ts, h.seen)
+		for _, t := range ts {
+			w.transitions = append(w.transitions, expand(t, h.seen[hintKey{t.id, t.sandbox}])...)
 		}
 	}
 	w.transitions = append(w.transitions, h.extra...)

@@ -344,7 +344,7 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 	b.ReportMetric(p.counted(b, "pleg_evented_payloads_applied_total", "", ""), "payloads-applied")
 	// Global relists every period instead of every evented period, had
 	// the stream been taken for one that does not tell removals.
-	if p.gen.Status().UntoldRemovals {
+	if len(p.gen.Status().UntoldRemovals) > 0 {
 		b.ReportMetric(1, "payloads-untold-removals")
 	}
 	for _, reason := range []string{"replayed", "no_sandbox_status", "no_subject_status", "contradicts_event", "failing_pod", "hints_pending", "overtaken_by_relist"} {
