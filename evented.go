@@ -251,7 +251,24 @@ func (g *Generator) newStream(src runtime.EventSource) *streamSupervisor {
 			g.metrics.RemovalWatchRelists.Inc()
 			g.requests.add(uid, g.clock.Now())
 		})
+	s.retries = newPodRetries(g.clock,
+		func(uid string) {
+			g.metrics.InspectionRetries.Inc()
+			g.requests.add(uid, g.clock.Now())
+		},
+		g.health.isFailing, g.health.listFailing)
 	return s
+}
+
+// retryRelist asks for another relist of pod uid, whose relist failed,
+// after a backoff, while the stream drives; then the global relist comes
+// late. An inspection that passed its deadline (deadline) is not retried
+// (see retry.go).
+func (g *Generator) retryRelist(uid string, deadline bool) {
+	if g.stream == nil || deadline || !g.evented() {
+		return
+	}
+	g.stream.retries.failed(uid, g.clock.Now())
 }
 
 // settled takes what a relist or a payload reported of pod uid, with the

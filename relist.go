@@ -124,6 +124,9 @@ func (g *Generator) listPod(ctx context.Context, uid string) podList {
 func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 	st := &g.st
 	uid, start := l.uid, l.start
+	if l.err != nil {
+		g.retryRelist(uid, false)
+	}
 	if l.err != nil || !g.health.last().Equal(l.lastGlobal) {
 		// Failed: the next global relist will see the pod. Or a caller's
 		// Relist listed every pod after these lists began, which served
@@ -422,6 +425,7 @@ func (g *Generator) inspectionFailed(ref podRef, err error, at time.Time) {
 		reason = metrics.InspectionDeadline
 	}
 	g.metrics.InspectionFailures.WithLabelValues(reason).Inc()
+	g.retryRelist(ref.uid, deadline)
 	level := slog.LevelDebug
 	if g.health.podFailed(ref, at, deadline, err) {
 		level = slog.LevelWarn

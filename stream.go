@@ -67,6 +67,9 @@ type streamSupervisor struct {
 	// watch finds the removals the stream does not tell; it runs as long
 	// as the supervisor.
 	watch *removalWatch
+	// retries asks again for the relists of pods that failed, while the
+	// supervisor runs.
+	retries *podRetries
 
 	// attempted is closed once the first attempt to connect is over.
 	attempted     chan struct{}
@@ -271,6 +274,10 @@ func (s *streamSupervisor) run(ctx context.Context) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		wg.Go(func() { s.watch.run(ctx) })
+	}
+	if s.retries != nil {
+		s.retries.start()
+		defer s.retries.stop()
 	}
 	delay := time.Duration(0)
 	backoff := retryMin
