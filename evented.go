@@ -1,6 +1,7 @@
 package pleg
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -167,9 +168,9 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		if fallback == "" {
 			var p payload
 			p, fallback = readPayload(ev, g.st.podOfID)
-			if fallback == "" && p.uid == g.st.listing {
-				// Its pod's lists are in flight: they are read after this
-				// event, which then tells what they came too late to see.
+			if fallback == "" && p.uid == g.st.listing && g.st.listingBack {
+				// Its pod's inspection is in flight, of what its lists
+				// found: this event goes after it, as a hint.
 				fallback = fallbackOvertaken
 			}
 			if fallback == "" && g.st.hints.pending(p.uid) {
@@ -181,6 +182,11 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 				fallback = g.applyPayload(e, p)
 			}
 			if fallback == "" {
+				if p.uid == g.st.listing {
+					// Its pod's lists are in flight: what they return may
+					// be older than this payload, and is thrown away.
+					g.st.listingOvertaken = true
+				}
 				g.st.hints.learn(ev, p.uid, e.received)
 				g.metrics.PayloadsApplied.Inc()
 				return
@@ -189,7 +195,8 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
 	}
 	uid := g.st.podOf(ev)
-	if !g.st.hints.note(ev, uid, replay, e.received) {
+	rec := g.st.records[uid]
+	if !g.st.hints.note(ev, uid, rec != nil && rec.knows(ev.GetContainerId(), true), replay, e.received) {
 		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it", "containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
 		return
 	}
@@ -258,6 +265,77 @@ func (g *Generator) newStream(src runtime.EventSource) *streamSupervisor {
 		},
 		g.health.isFailing, g.health.listFailing)
 	return s
+}
+
+// listAll lists every sandbox and container for a global relist. While
+// the runtime answers, the events that come are handled as ever, their
+// payloads applied at once: the relist would otherwise hold them up for as
+// long as the runtime takes to list the node, under load hundreds of
+// milliseconds, and then take them as hints, for inspections. It returns
+// the pods whose records payloads moved meanwhile: what the lists say of
+// them may be older than the payloads, so the relist leaves them to
+// relists of their own. Callers hold relistMu.
+func (g *Generator) listAll(ctx context.Context, start time.Time) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, map[string]struct{}, error) {
+	if g.stream == nil {
+		sandboxes, containers, err := g.list(ctx, start, "")
+		return sandboxes, containers, nil, err
+	}
+	type lists struct {
+		sandboxes  []*runtimeapi.PodSandbox
+		containers []*runtimeapi.Container
+		err        error
+	}
+	done := make(chan lists, 1)
+	go func() {
+		// It touches no relist state: list only logs and tells health.
+		var l lists
+		l.sandboxes, l.containers, l.err = g.list(ctx, start, "")
+		done <- l
+	}()
+	st := &g.st
+	st.moved = make(map[string]struct{})
+	defer func() { st.moved = nil }()
+	for {
+		select {
+		case l := <-done:
+			g.handleEvents() // those that came as it answered
+			return l.sandboxes, l.containers, st.moved, l.err
+		case <-g.events.ready:
+			g.handleEvents()
+		}
+	}
+}
+
+// leaveMoved asks for relists of the pods a global relist left alone, as
+// payloads moved them while it listed, with the re-inspections asked for
+// them (reinspect). Callers hold relistMu.
+func (g *Generator) leaveMoved(moved, reinspect map[string]struct{}) {
+	now := g.clock.Now()
+	for uid := range moved {
+		if _, ok := reinspect[uid]; ok {
+			g.reinspect.add(uid)
+		}
+		g.requests.add(uid, now)
+	}
+}
+
+// listsOvertaken reports whether a payload was applied to the pod of l
+// while its lists were in flight: they may be older than the payload, and
+// a record moved by it must not be compared with them. Then they are
+// thrown away and the pod relisted afresh, its events reported already.
+// Else the lists are back, and the pod's own events wait for its relist
+// to end. Callers hold relistMu.
+func (g *Generator) listsOvertaken(l podList) bool {
+	st := &g.st
+	if l.uid != st.listing {
+		return false
+	}
+	if st.listingOvertaken {
+		g.requests.add(l.uid, g.clock.Now())
+		return true
+	}
+	st.listingBack = true
+	return false
 }
 
 // retryRelist asks for another relist of pod uid, whose relist failed,

@@ -138,8 +138,10 @@ func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now 
 
 // note records an event about pod uid as a hint, and reports whether it
 // could: an event needs an ID and a pod. A replayed event only teaches the
-// pods of the IDs it names.
-func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, replay bool, now time.Time) bool {
+// pods of the IDs it names. knownSandbox tells that the pod's record knows
+// the event's subject as a sandbox, for an event that came without the
+// sandbox's ID (containerd's and CRI-O's, once the pod is gone).
+func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, knownSandbox, replay bool, now time.Time) bool {
 	id := ev.GetContainerId()
 	if uid == "" || id == "" {
 		return false
@@ -164,7 +166,7 @@ func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, repla
 		}
 	}
 	if h == nil {
-		h = &hint{id: id, sandbox: id == sb.GetId()}
+		h = &hint{id: id, sandbox: knownSandbox || id == sb.GetId()}
 		ph.items = append(ph.items, h)
 	}
 	for _, c := range ev.GetContainersStatuses() {

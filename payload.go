@@ -206,6 +206,9 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 	if !known {
 		st.records[rec.uid] = rec
 	}
+	if st.moved != nil {
+		st.moved[rec.uid] = struct{}{}
+	}
 	rec.advance()
 	g.settled(rec.uid, transitions, [numRemovalKinds][]string{}, e.received)
 	g.deliver(&podChange{

@@ -37,7 +37,7 @@ func (g *Generator) relist(ctx context.Context) error {
 		g.health.relistDone()
 	}()
 
-	sandboxes, containers, err := g.list(ctx, start, "")
+	sandboxes, containers, moved, err := g.listAll(ctx, start)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,9 @@ func (g *Generator) relist(ctx context.Context) error {
 	g.updateRunningMetrics()
 
 	// Requests for pods the list does not hold are dropped with them.
-	work := st.plan(g.reinspect.takeAll(), g.conditions.pods(), start)
+	reinspect := g.reinspect.takeAll()
+	work := st.plan(reinspect, g.conditions.pods(), moved, start)
+	g.leaveMoved(moved, reinspect)
 	g.conditions.retain(func(uid string) bool {
 		rec, ok := st.records[uid]
 		return ok && rec.listedPass == st.pass
@@ -124,6 +126,10 @@ func (g *Generator) listPod(ctx context.Context, uid string) podList {
 func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 	st := &g.st
 	uid, start := l.uid, l.start
+	if g.listsOvertaken(l) {
+		g.podRelisted(l, false, false)
+		return nil
+	}
 	if l.err != nil {
 		g.retryRelist(uid, false)
 	}
@@ -184,7 +190,7 @@ func (g *Generator) podInspected(ctx context.Context, pi *podInspection) {
 // relistMu.
 func (g *Generator) podRelisted(l podList, observed, gone bool) {
 	st := &g.st
-	st.listing = ""
+	st.listing, st.listingBack, st.listingOvertaken = "", false, false
 	g.metrics.PodRelists.Inc()
 	g.metrics.PodRelistDuration.Observe(g.clock.Since(l.start).Seconds())
 	if gone {

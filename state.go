@@ -40,6 +40,15 @@ type relistState struct {
 	// taken as hints, since what the lists return may be newer than them,
 	// or older, and must not be compared with records their payloads moved.
 	listing string
+	// listingBack tells that listing's lists came back: its inspection
+	// may be in flight. Until then an event's payload may be applied, and
+	// overtake them (listingOvertaken): they are thrown away for a fresh
+	// relist of the pod (see Generator.listsOvertaken).
+	listingBack, listingOvertaken bool
+	// moved holds, while a global relist's lists are in flight, the pods
+	// whose records payloads moved meanwhile: that relist leaves them to
+	// relists of their own (see Generator.listAll). nil otherwise.
+	moved map[string]struct{}
 }
 
 // group sorts the listed sandboxes and containers into pod records, as a
@@ -213,9 +222,13 @@ type podWork struct {
 // containers changed since their last reconcile, those it did not list
 // (gone), those due for re-inspection (reinspect) or with watch conditions
 // (watched), and pods the event stream reported that no list has held,
-// born and gone in between. It consumes the hints of every pod it looks at.
-func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Time) []podWork {
+// born and gone in between. It consumes the hints of every pod it looks at,
+// and leaves the pods in skip alone.
+func (st *relistState) plan(reinspect, watched, skip map[string]struct{}, now time.Time) []podWork {
 	pending := st.hints.hinted()
+	for uid := range skip {
+		delete(pending, uid)
+	}
 	hints := func(rec *podRecord) hinted {
 		if _, ok := pending[rec.uid]; !ok {
 			return hinted{}
@@ -225,6 +238,9 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 	}
 	var work []podWork
 	for _, rec := range st.seen {
+		if _, ok := skip[rec.uid]; ok {
+			continue
+		}
 		_, flagged := reinspect[rec.uid]
 		_, hasConditions := watched[rec.uid]
 		if w, ok := workFor(rec, false, flagged, hasConditions, hints(rec)); ok {
@@ -232,6 +248,9 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 		}
 	}
 	for _, rec := range st.records {
+		if _, ok := skip[rec.uid]; ok {
+			continue
+		}
 		if rec.listedPass != st.pass {
 			rec.vanish()
 			_, flagged := reinspect[rec.uid]
