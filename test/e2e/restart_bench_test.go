@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,8 +35,8 @@ import (
 // applying the events' payloads at once (payloads), one taking events as
 // hints for relists of their pods alone (hints). Beside them a bare client
 // of the runtime's event stream (runtime-stream) gives the floor: when
-// containerd's own events arrive. payloads-applied and
-// payloads-fallback-REASON tell how the payloads daemon took the events. From the
+// containerd's own events arrive. NAME-applied and NAME-fallback-REASON
+// tell how each daemon that applies payloads took the events. From the
 // return of StopContainer to ContainerDied, of RemoveContainer to
 // ContainerRemoved, of StartContainer to ContainerStarted; negative when
 // the event came before the call returned. NAME-over-stream-TYPE is how
@@ -51,7 +52,10 @@ import (
 // "payloads,hints"): also "head", `pleg run --mode evented` built from this
 // tree, in a process of its own and read by a /v1/events client alone,
 // and "base", the same of the pleg binary PLEG_BENCH_BASE_PLEG names (built
-// from another commit): the two compare commits side by side in one run.
+// from another commit): the two compare commits side by side in one run;
+// "stream2", a second bare client of the stream (runtime2), whose
+// over-stream figures are how far apart containerd's events reach two
+// subscribers, a floor for what any daemon adds.
 func BenchmarkRestartLatency(b *testing.B) {
 	in := benchContainerd(b)
 	clearPods(b, in)
@@ -277,6 +281,12 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 			paths = append(paths, watchBinary(b, in, name, bin))
 		case "base":
 			paths = append(paths, watchBinary(b, in, name, os.Getenv("PLEG_BENCH_BASE_PLEG")))
+		case "stream2":
+			// A second bare client: how far apart containerd's own
+			// events reach two subscribers.
+			w := watchRuntimeStream(b, in)
+			w.name = "runtime2"
+			paths = append(paths, w)
 		default:
 			b.Fatalf("PLEG_BENCH_RESTART_PATHS: unknown daemon %q", name)
 		}
@@ -365,22 +375,18 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 			b.ReportMetric(float64(missing), w.name+"-"+consumer+"-missing")
 		}
 	}
-	// How the payloads daemon took the events: applied at once, or as hints
-	// (for which reason), so that a slow figure says which path it came by.
-	i := slices.IndexFunc(paths, func(w *watched) bool { return w.name == "payloads" })
-	if i < 0 {
-		return
-	}
-	p := paths[i]
-	b.ReportMetric(p.counted(b, "pleg_evented_payloads_applied_total", "", ""), "payloads-applied")
-	// Global relists every period instead of every evented period, had
-	// the stream been taken for one that does not tell removals.
-	if len(p.gen.Status().UntoldRemovals) > 0 {
-		b.ReportMetric(1, "payloads-untold-removals")
-	}
-	for _, reason := range []string{"replayed", "no_sandbox_status", "no_subject_status", "contradicts_event", "failing_pod", "hints_pending", "overtaken_by_relist"} {
-		if n := p.counted(b, "pleg_evented_payload_fallbacks_total", "reason", reason); n > 0 {
-			b.ReportMetric(n, "payloads-fallback-"+reason)
+	// How each daemon that applies payloads took the events: applied at
+	// once, or as hints (for which reason), so that a slow figure says
+	// which path it came by.
+	for _, w := range paths {
+		if w.reg == nil || w.name == "hints" {
+			continue
+		}
+		b.ReportMetric(w.counted(b, "pleg_evented_payloads_applied_total", "", ""), w.name+"-applied")
+		for _, reason := range []string{"replayed", "no_sandbox_status", "no_subject_status", "contradicts_event", "failing_pod", "hints_pending", "overtaken_by_relist"} {
+			if n := w.counted(b, "pleg_evented_payload_fallbacks_total", "reason", reason); n > 0 {
+				b.ReportMetric(n, w.name+"-fallback-"+reason)
+			}
 		}
 	}
 }
@@ -442,7 +448,7 @@ func watchBinary(b *testing.B, in *runtimetest.Instance, name, bin string) *watc
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &watched{name: name, consumers: map[string]*arrivals{"api": newArrivals()}}
+	w := &watched{name: name, consumers: map[string]*arrivals{"api": newArrivals()}, reg: metricsOf{c}}
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	b.Cleanup(func() {
@@ -471,4 +477,12 @@ func watchBinary(b *testing.B, in *runtimetest.Instance, name, bin string) *watc
 		})
 	})
 	return w
+}
+
+// metricsOf gathers a daemon's metrics over its API.
+type metricsOf struct{ c *client.Client }
+
+func (m metricsOf) Gather() ([]*dto.MetricFamily, error) {
+	families, err := m.c.Metrics(context.Background())
+	return slices.Collect(maps.Values(families)), err
 }
