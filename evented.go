@@ -373,7 +373,7 @@ func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid strin
 	case rec != nil && rec.knows(id, false):
 		known = true
 	}
-	g.stream.removalTold(id, k, known)
+	g.stream.removalTold(id, k, known, g.clock.Now())
 }
 
 // updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.

@@ -85,8 +85,11 @@ type streamSupervisor struct {
 	// removals is what the connected stream tells of each kind of removal.
 	removals [numRemovalKinds]removalCoverage
 	// pendingUntold are the removals relists found untold, by ID, within
-	// untoldGrace: bounded by the removals of that time.
+	// untoldGrace; told holds when a DELETED came for an ID, for as long:
+	// a relist may settle a removal whose DELETED came while it inspected
+	// the pod. Both are bounded by the removals of that time.
 	pendingUntold map[string]untoldRemoval
+	told          map[string]time.Time
 }
 
 // removalCoverage is what a stream is found to tell of one kind of
@@ -148,6 +151,7 @@ func (s *streamSupervisor) up(at time.Time, stream runtime.EventStream) {
 		s.removals[k] = removalCoverage{known: known[k]}
 	}
 	clear(s.pendingUntold)
+	clear(s.told)
 }
 
 func (s *streamSupervisor) down(at time.Time, err error, unsupported bool) {
@@ -188,16 +192,22 @@ func (s *streamSupervisor) removalsUntold(k removalKind, ids []string, since, no
 		s.pendingUntold = make(map[string]untoldRemoval)
 	}
 	for _, id := range ids {
-		s.pendingUntold[id] = untoldRemoval{kind: k, found: now}
+		if _, ok := s.told[id]; !ok {
+			s.pendingUntold[id] = untoldRemoval{kind: k, found: now}
+		}
 	}
 }
 
-// removalTold records that a DELETED event came for id, a removal of
-// kind k if known: a removal a relist found untold just before is told
-// after all.
-func (s *streamSupervisor) removalTold(id string, k removalKind, known bool) {
+// removalTold records that a DELETED event came for id at now, a removal
+// of kind k if known: a removal a relist found untold just before, or
+// finds just after, is told after all.
+func (s *streamSupervisor) removalTold(id string, k removalKind, known bool, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.told == nil {
+		s.told = make(map[string]time.Time)
+	}
+	s.told[id] = now
 	if u, ok := s.pendingUntold[id]; ok {
 		k, known = u.kind, true
 		delete(s.pendingUntold, id)
@@ -210,6 +220,11 @@ func (s *streamSupervisor) removalTold(id string, k removalKind, known bool) {
 // judge counts as untold the removals whose DELETED did not come within
 // untoldGrace, and reports the kinds that turned untold. Callers hold mu.
 func (s *streamSupervisor) judge(now time.Time) (turned []removalKind) {
+	for id, at := range s.told {
+		if now.Sub(at) >= untoldGrace {
+			delete(s.told, id)
+		}
+	}
 	for id, u := range s.pendingUntold {
 		if now.Sub(u.found) < untoldGrace {
 			continue

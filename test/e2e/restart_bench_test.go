@@ -42,7 +42,9 @@ import (
 // the event came before the call returned. NAME-over-stream-TYPE is how
 // much later than the bare client's each event reached the consumer: what
 // the daemon adds to what containerd takes, on the same machine at the
-// same moment. dup counts events delivered twice, missing those that
+// same moment. NAME-sub-inside-TYPE is how long after Event.Observed each
+// event reached the subscriber: for an event its payload told, from the
+// moment the daemon read it off its stream to the subscriber's receipt. dup counts events delivered twice, missing those that
 // never came.
 //
 //	go test -run '^$' -bench RestartLatency -benchtime 1x ./test/e2e/
@@ -114,6 +116,12 @@ type watched struct {
 	consumers map[string]*arrivals
 	reg       prometheus.Gatherer // a daemon's
 	gen       *pleg.Generator     // a daemon's
+
+	// inside holds, by type, how long after Event.Observed each event
+	// reached the in-process subscriber: for an event told from its
+	// payload, from the moment the daemon read it off the stream.
+	mu     sync.Mutex
+	inside map[string][]time.Duration
 }
 
 func newArrivals() *arrivals { return &arrivals{at: map[arrivalKey]time.Time{}} }
@@ -197,7 +205,8 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &watched{name: name, consumers: map[string]*arrivals{"sub": newArrivals(), "api": newArrivals()}, reg: d.Registry, gen: d.Gen}
+	w := &watched{name: name, consumers: map[string]*arrivals{"sub": newArrivals(), "api": newArrivals()}, reg: d.Registry, gen: d.Gen,
+		inside: map[string][]time.Duration{}}
 	sub := d.Gen.Subscribe()
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(context.Background())
@@ -217,7 +226,11 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 			if err != nil {
 				return
 			}
-			w.consumers["sub"].add(ev.ContainerID, string(ev.Type), time.Now())
+			now := time.Now()
+			w.consumers["sub"].add(ev.ContainerID, string(ev.Type), now)
+			w.mu.Lock()
+			w.inside[string(ev.Type)] = append(w.inside[string(ev.Type)], now.Sub(ev.Observed))
+			w.mu.Unlock()
 		}
 	})
 	c, err := client.New("http://"+d.Addr(), client.Options{})
@@ -370,6 +383,11 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 			for typ, short := range map[string]string{string(pleg.ContainerStarted): "started", string(pleg.ContainerDied): "died", string(pleg.ContainerRemoved): "removed"} {
 				reportQuantiles(b, w.name+"-"+consumer+"-"+short, byType[typ])
 				reportQuantiles(b, w.name+"-"+consumer+"-over-stream-"+short, overStream[typ])
+				if consumer == "sub" {
+					w.mu.Lock()
+					reportQuantiles(b, w.name+"-sub-inside-"+short, w.inside[typ])
+					w.mu.Unlock()
+				}
 			}
 			b.ReportMetric(float64(got.dups), w.name+"-"+consumer+"-dup")
 			b.ReportMetric(float64(missing), w.name+"-"+consumer+"-missing")
