@@ -35,7 +35,7 @@ func TestEventedMultiset(t *testing.T) {
 		gen := watch(t, in, pleg.Options{Mode: pleg.ModeGeneric, RelistPeriod: time.Second})
 		ev := evented(t, in)
 
-		w := runWorkload(t, in, 12)
+		w := runWorkload(t, in, 8)
 		// The relist sees every removal within a second or two; so must
 		// the stream, without a global relist.
 		var last string
