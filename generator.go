@@ -98,8 +98,7 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		},
 	}
 	if src, ok := rt.(runtime.EventSource); ok && opts.Mode != ModeGeneric {
-		g.stream = newStreamSupervisor(src, opts, m)
-		g.stream.deliver, g.stream.changed = g.enqueueEvent, g.streamChanged
+		g.stream = g.newStream(src)
 	}
 	g.updateMode()
 	return g, nil
@@ -187,7 +186,9 @@ func (g *Generator) Status() Status {
 	case g.stream != nil:
 		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.snapshot()
 		s.Evented = g.evented()
-		s.UntoldRemovals = !g.stream.tellsRemovals()
+		for _, k := range g.stream.untoldRemovals() {
+			s.UntoldRemovals = append(s.UntoldRemovals, k.String())
+		}
 	case g.opts.Mode != ModeGeneric:
 		s.NoStream = true // the runtime is no EventSource
 	}
