@@ -114,8 +114,7 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		},
 	}
 	if src, ok := rt.(runtime.EventSource); ok && opts.Mode != ModeGeneric {
-		g.stream = newStreamSupervisor(src, opts, m)
-		g.stream.deliver, g.stream.changed = g.enqueueEvent, g.streamChanged
+		g.stream = g.newStream(src)
 	}
 	g.st.hints.restore(restored.Removed, opts.Clock.Now())
 	g.updateMode()
@@ -204,7 +203,9 @@ func (g *Generator) Status() Status {
 	case g.stream != nil:
 		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.snapshot()
 		s.Evented = g.evented()
-		s.UntoldRemovals = !g.stream.tellsRemovals()
+		for _, k := range g.stream.untoldRemovals() {
+			s.UntoldRemovals = append(s.UntoldRemovals, k.String())
+		}
 	case g.opts.Mode != ModeGeneric:
 		s.NoStream = true // the runtime is no EventSource
 	}

@@ -143,8 +143,11 @@ func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now 
 // note records an event about pod uid as a hint, and reports whether it
 // could: an event needs an ID and a pod. A replayed event only teaches the
 // pods of the IDs it names; a missed one (sent while no generator watched)
-// is a hint like any other, marked so.
-func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, replay, missed bool, now time.Time) bool {
+// is a hint like any other, marked so. knownSandbox tells that the pod's
+// record knows the event's subject as a sandbox, for an event that came
+// without the sandbox's ID (containerd's and CRI-O's, once the pod is
+// gone).
+func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, knownSandbox, replay, missed bool, now time.Time) bool {
 	id := ev.GetContainerId()
 	if uid == "" || id == "" {
 		return false
@@ -169,7 +172,7 @@ func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, repla
 		}
 	}
 	if h == nil {
-		h = &hint{id: id, sandbox: id == sb.GetId()}
+		h = &hint{id: id, sandbox: knownSandbox || id == sb.GetId()}
 		ph.items = append(ph.items, h)
 	}
 	for _, c := range ev.GetContainersStatuses() {
@@ -296,6 +299,30 @@ func expand(t transition, seen stage) []transition {
 		out = append(out, x)
 	}
 	return out
+}
+
+// untoldRemovals returns the IDs of what was removed among ts, a pod's
+// transitions, that no DELETED event told (seen holds what the events
+// told of each item), by kind: containers removed with their sandbox
+// count as its pod's removal, as RemovePodSandbox removes them.
+func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [numRemovalKinds][]string) {
+	var containers, sandboxes []string
+	for _, t := range ts {
+		if t.new != stateNonExistent || seen[hintKey{t.id, t.sandbox}]&stageDeleted != 0 {
+			continue
+		}
+		if t.sandbox {
+			sandboxes = append(sandboxes, t.id)
+		} else {
+			containers = append(containers, t.id)
+		}
+	}
+	if len(sandboxes) > 0 {
+		ids[podRemovals] = append(sandboxes, containers...)
+	} else {
+		ids[containerRemovals] = containers
+	}
+	return ids
 }
 
 // tombstone records that containers were reported removed.

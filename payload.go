@@ -209,8 +209,11 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 	if !known {
 		st.records[rec.uid] = rec
 	}
+	if st.moved != nil {
+		st.moved[rec.uid] = struct{}{}
+	}
 	rec.advance()
-	st.hints.tombstone(transitions, e.received)
+	g.settled(rec.uid, transitions, [numRemovalKinds][]string{}, e.received)
 	g.deliver(rec, &podChange{
 		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
 		observed:    e.received,

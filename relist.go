@@ -38,7 +38,7 @@ func (g *Generator) relist(ctx context.Context) error {
 		g.health.relistDone()
 	}()
 
-	sandboxes, containers, err := g.list(ctx, start, "")
+	sandboxes, containers, moved, err := g.listAll(ctx, start)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,9 @@ func (g *Generator) relist(ctx context.Context) error {
 	g.updateRunningMetrics()
 
 	// Requests for pods the list does not hold are dropped with them.
-	work := st.plan(g.reinspect.takeAll(), g.conditions.pods(), start)
+	reinspect := g.reinspect.takeAll()
+	work := st.plan(reinspect, g.conditions.pods(), moved, start)
+	g.leaveMoved(moved, reinspect)
 	g.conditions.retain(func(uid string) bool {
 		rec, ok := st.records[uid]
 		return ok && rec.listedPass == st.pass
@@ -126,6 +128,13 @@ func (g *Generator) listPod(ctx context.Context, uid string) podList {
 func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 	st := &g.st
 	uid, start := l.uid, l.start
+	if g.listsOvertaken(l) {
+		g.podRelisted(l, false, false)
+		return nil
+	}
+	if l.err != nil {
+		g.retryRelist(uid, false)
+	}
 	if l.err != nil || !g.health.last().Equal(l.lastGlobal) {
 		// Failed: the next global relist will see the pod. Or a caller's
 		// Relist listed every pod after these lists began, which served
@@ -185,7 +194,7 @@ func (g *Generator) podInspected(ctx context.Context, pi *podInspection) {
 // relistMu.
 func (g *Generator) podRelisted(l podList, observed, gone bool) {
 	st := &g.st
-	st.listing = ""
+	st.listing, st.listingBack, st.listingOvertaken = "", false, false
 	g.metrics.PodRelists.Inc()
 	g.metrics.PodRelistDuration.Observe(g.clock.Since(l.start).Seconds())
 	if gone {
@@ -398,15 +407,10 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 	}
 	rec.advance()
 	if g.stream != nil {
-		// A late DELETED must not report these again.
-		g.st.hints.tombstone(w.transitions, observed)
+		g.settled(rec.uid, w.transitions, w.untold, observed)
 	}
 	if w.shortLived > 0 {
 		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
-	}
-	if w.untold > 0 && g.stream != nil && g.stream.removalsUntold(w.untold, g.st.prevRelist) {
-		g.log.Info("The container event stream does not tell removals; relisting every period while it drives", "period", g.opts.RelistPeriod)
-		g.updateMode()
 	}
 	g.stage(out, rec, change, status)
 }
@@ -483,6 +487,7 @@ func (g *Generator) inspectionFailed(ref podRef, err error, at time.Time) {
 		reason = metrics.InspectionDeadline
 	}
 	g.metrics.InspectionFailures.WithLabelValues(reason).Inc()
+	g.retryRelist(ref.uid, deadline)
 	level := slog.LevelDebug
 	if g.health.podFailed(ref, at, deadline, err) {
 		level = slog.LevelWarn

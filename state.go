@@ -47,6 +47,15 @@ type relistState struct {
 	// coveredSince is when the Store began keeping what was reported
 	// (Restored.Since): the runtime's backlog sent since is news.
 	coveredSince time.Time
+	// listingBack tells that listing's lists came back: its inspection
+	// may be in flight. Until then an event's payload may be applied, and
+	// overtake them (listingOvertaken): they are thrown away for a fresh
+	// relist of the pod (see Generator.listsOvertaken).
+	listingBack, listingOvertaken bool
+	// moved holds, while a global relist's lists are in flight, the pods
+	// whose records payloads moved meanwhile: that relist leaves them to
+	// relists of their own (see Generator.listAll). nil otherwise.
+	moved map[string]struct{}
 }
 
 // group sorts the listed sandboxes and containers into pod records, as a
@@ -211,17 +220,22 @@ type podWork struct {
 	// shortLived counts the events of containers only the event stream
 	// saw, among the transitions.
 	shortLived int
-	// untold counts the removals among the transitions that no event told.
-	untold int
+	// untold are the IDs of the removals among the transitions that no
+	// event told, by kind.
+	untold [numRemovalKinds][]string
 }
 
 // plan decides which pods a global relist reconciles: those whose
 // containers changed since their last reconcile, those it did not list
 // (gone), those due for re-inspection (reinspect) or with watch conditions
 // (watched), and pods the event stream reported that no list has held,
-// born and gone in between. It consumes the hints of every pod it looks at.
-func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Time) []podWork {
+// born and gone in between. It consumes the hints of every pod it looks at,
+// and leaves the pods in skip alone.
+func (st *relistState) plan(reinspect, watched, skip map[string]struct{}, now time.Time) []podWork {
 	pending := st.hints.hinted()
+	for uid := range skip {
+		delete(pending, uid)
+	}
 	hints := func(rec *podRecord) hinted {
 		if _, ok := pending[rec.uid]; !ok {
 			return hinted{}
@@ -231,6 +245,9 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 	}
 	var work []podWork
 	for _, rec := range st.seen {
+		if _, ok := skip[rec.uid]; ok {
+			continue
+		}
 		_, flagged := reinspect[rec.uid]
 		_, hasConditions := watched[rec.uid]
 		if w, ok := workFor(rec, false, flagged, hasConditions, hints(rec)); ok {
@@ -238,6 +255,9 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 		}
 	}
 	for _, rec := range st.records {
+		if _, ok := skip[rec.uid]; ok {
+			continue
+		}
 		if rec.listedPass != st.pass {
 			rec.vanish()
 			_, flagged := reinspect[rec.uid]
@@ -260,13 +280,11 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (podWork, bool) {
 	w := podWork{rec: rec, gone: gone, reinspect: reinspect}
 	if gone || !rec.unchanged() {
-		for _, t := range rec.transitions() {
-			seen := h.seen[hintKey{t.id, t.sandbox}]
-			if t.new == stateNonExistent && seen&stageDeleted == 0 {
-				w.untold++
-			}
+		ts := rec.transitions()
+		w.untold = untoldRemovals(ts, h.seen)
+		for _, t := range ts {
 			t.afterRestart = rec.restored
-			w.transitions = append(w.transitions, expand(t, seen)...)
+			w.transitions = append(w.transitions, expand(t, h.seen[hintKey{t.id, t.sandbox}])...)
 		}
 	}
 	w.transitions = append(w.transitions, h.extra...)
