@@ -150,8 +150,14 @@ func (g *Generator) handleEvent(e queuedEvent) { g.handleEventAs(e, "") }
 func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	ev := e.ev
 	// An event sent before we subscribed is backlog: it still asks for a
-	// relist, but what it says is old news and reports nothing itself.
-	replay := ev.GetCreatedAt() > 0 && time.Unix(0, ev.GetCreatedAt()).Before(e.connectedAt)
+	// relist, but what it says is old news and reports nothing itself,
+	// unless it was sent since the store began keeping what was reported.
+	// Then it is what a runtime kept for its next subscriber while none
+	// watched (containerd holds five minutes of it): it may tell of a
+	// container that came and went meanwhile, which no relist can see.
+	sent := time.Unix(0, ev.GetCreatedAt())
+	replay := ev.GetCreatedAt() > 0 && sent.Before(e.connectedAt)
+	missed := replay && !g.st.coveredSince.IsZero() && sent.After(g.st.coveredSince)
 	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && g.stream != nil {
 		g.noteRemoval(ev, g.st.podOf(ev))
 	}
@@ -196,7 +202,7 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	}
 	uid := g.st.podOf(ev)
 	rec := g.st.records[uid]
-	if !g.st.hints.note(ev, uid, rec != nil && rec.knows(ev.GetContainerId(), true), replay, e.received) {
+	if !g.st.hints.note(ev, uid, rec != nil && rec.knows(ev.GetContainerId(), true), replay && !missed, missed, e.received) {
 		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it", "containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
 		return
 	}

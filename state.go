@@ -40,6 +40,13 @@ type relistState struct {
 	// taken as hints, since what the lists return may be newer than them,
 	// or older, and must not be compared with records their payloads moved.
 	listing string
+	// catchingUp is set from the restore of what a Store kept until a
+	// global relist succeeds: a pod that this relist finds for the first
+	// time came while no generator watched.
+	catchingUp bool
+	// coveredSince is when the Store began keeping what was reported
+	// (Restored.Since): the runtime's backlog sent since is news.
+	coveredSince time.Time
 	// listingBack tells that listing's lists came back: its inspection
 	// may be in flight. Until then an event's payload may be applied, and
 	// overtake them (listingOvertaken): they are thrown away for a fresh
@@ -139,7 +146,7 @@ func (st *relistState) record(uid, name, namespace string) *podRecord {
 	if rec == nil || rec.uid != uid {
 		var ok bool
 		if rec, ok = st.records[uid]; !ok {
-			rec = &podRecord{uid: uid}
+			rec = &podRecord{uid: uid, restored: st.catchingUp}
 			st.records[uid] = rec
 		}
 		st.last = rec
@@ -276,6 +283,7 @@ func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (pod
 		ts := rec.transitions()
 		w.untold = untoldRemovals(ts, h.seen)
 		for _, t := range ts {
+			t.afterRestart = rec.restored
 			w.transitions = append(w.transitions, expand(t, h.seen[hintKey{t.id, t.sandbox}])...)
 		}
 	}
@@ -283,5 +291,5 @@ func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (pod
 	for _, t := range h.extra {
 		w.shortLived += deliverable(t.old, t.new)
 	}
-	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions
+	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions || rec.restored
 }

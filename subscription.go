@@ -33,6 +33,9 @@ func (r podRef) appendTransition(out []Event, t transition, observed time.Time) 
 		}
 		ev := r.event(typ, observed)
 		ev.ContainerID, ev.ContainerName, ev.Sandbox = t.id, t.name, t.sandbox
+		if t.afterRestart {
+			ev.AfterRestart, ev.StartedAt, ev.FinishedAt = true, criTime(t.started), criTime(t.finished)
+		}
 		out = append(out, ev)
 	}
 	return out
@@ -104,9 +107,10 @@ func (f *fanout) unsubscribe(s *Subscription) {
 	f.mu.Unlock()
 }
 
-func (f *fanout) publish(c *podChange) {
+// publish delivers c, whose events are events.
+func (f *fanout) publish(c *podChange, events []Event) {
 	if f.watching.Load() {
-		for _, ev := range c.events() {
+		for _, ev := range events {
 			select {
 			case f.watch <- ev:
 			default:

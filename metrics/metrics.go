@@ -56,6 +56,7 @@ type PLEG struct {
 	HintsCoalesced           prometheus.Counter
 	PodRelists               prometheus.Counter
 	ShortLivedEvents         prometheus.Counter
+	StoreFailures            prometheus.Counter
 	EventsDropped            prometheus.Counter
 	PayloadsApplied          prometheus.Counter
 	PayloadFallbacks         *prometheus.CounterVec
@@ -164,6 +165,10 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 		Name: "pleg_evented_short_lived_events_total",
 		Help: "Events of containers the event stream reported but that were gone before a relist could see them.",
 	})
+	m.StoreFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_store_commit_failures_total",
+		Help: "Changes the generator could not keep in its store before delivering them; a restart may report them again.",
+	})
 	m.EventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_events_dropped_total",
 		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they said.",
@@ -223,6 +228,6 @@ func (m *PLEG) collectors() []prometheus.Collector {
 		m.CoalescedEvents, m.InvalidItems,
 		m.EventedConnectionSuccess, m.EventedConnectionErrors, m.EventedLatency,
 		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.EventsDropped,
-		m.PayloadsApplied, m.PayloadFallbacks, m.RemovalWatchRelists, m.InspectionRetries, m.Mode,
+		m.StoreFailures, m.PayloadsApplied, m.PayloadFallbacks, m.RemovalWatchRelists, m.InspectionRetries, m.Mode,
 	}
 }

@@ -55,7 +55,10 @@ import (
 // tree, in a process of its own and read by a /v1/events client alone,
 // and "base", the same of the pleg binary PLEG_BENCH_BASE_PLEG names (built
 // from another commit): the two compare commits side by side in one run;
-// "stream2", a second bare client of the stream (runtime2), whose
+// "journal", payloads with the journal in a state directory, the store's
+// cost side by side with payloads in memory; "head-nostate", head with
+// its journal in memory (head keeps it in a state directory, as on a
+// node); "stream2", a second bare client of the stream (runtime2), whose
 // over-stream figures are how far apart containerd's events reach two
 // subscribers, a floor for what any daemon adds.
 func BenchmarkRestartLatency(b *testing.B) {
@@ -189,7 +192,7 @@ func (w *watched) counted(b *testing.B, name, label, value string) float64 {
 	return sum
 }
 
-func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, name string, hintOnly bool) *watched {
+func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, name string, hintOnly bool, stateDir string) *watched {
 	b.Helper()
 	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -199,6 +202,7 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 	d, err := daemon.New(daemon.Config{
 		Runtime:   rt,
 		Generator: pleg.Options{Mode: pleg.ModeEvented, HintOnly: hintOnly},
+		StateDir:  stateDir,
 		Listen:    "127.0.0.1:0",
 		Logger:    slog.New(slog.DiscardHandler),
 	})
@@ -285,13 +289,19 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 	for _, name := range restartPaths(b) {
 		switch name {
 		case "payloads", "hints":
-			paths = append(paths, watchDaemon(b, ctx, in, name, name == "hints"))
-		case "head":
+			paths = append(paths, watchDaemon(b, ctx, in, name, name == "hints", ""))
+		case "journal":
+			paths = append(paths, watchDaemon(b, ctx, in, name, false, b.TempDir()))
+		case "head", "head-nostate":
 			bin, err := plegBinary()
 			if err != nil {
 				b.Fatal(err)
 			}
-			paths = append(paths, watchBinary(b, in, name, bin))
+			state := b.TempDir()
+			if name == "head-nostate" {
+				state = ""
+			}
+			paths = append(paths, watchBinary(b, in, name, bin, "--state-dir", state))
 		case "base":
 			paths = append(paths, watchBinary(b, in, name, os.Getenv("PLEG_BENCH_BASE_PLEG")))
 		case "stream2":
@@ -440,14 +450,14 @@ func restartPaths(b *testing.B) []string {
 
 // watchBinary runs bin (a pleg binary) as `pleg run --mode evented` in a
 // process of its own, read by a /v1/events client over a unix socket.
-func watchBinary(b *testing.B, in *runtimetest.Instance, name, bin string) *watched {
+func watchBinary(b *testing.B, in *runtimetest.Instance, name, bin string, args ...string) *watched {
 	b.Helper()
 	dir, err := os.MkdirTemp("", "pleg-bench-")
 	if err != nil {
 		b.Fatal(err)
 	}
 	addr := "unix://" + filepath.Join(dir, "pleg.sock")
-	cmd := exec.Command(bin, "run", "-r", in.Endpoint, "--mode", "evented", "--listen", addr)
+	cmd := exec.Command(bin, append([]string{"run", "-r", in.Endpoint, "--mode", "evented", "--listen", addr}, args...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
