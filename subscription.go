@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plegkit/pleg/metrics"
 )
@@ -35,6 +34,9 @@ func (r podRef) appendTransition(out []Event, t transition, observed time.Time) 
 		}
 		ev := r.event(typ, observed)
 		ev.ContainerID, ev.ContainerName, ev.Sandbox = t.id, t.name, t.sandbox
+		if t.afterRestart {
+			ev.AfterRestart, ev.StartedAt, ev.FinishedAt = true, criTime(t.started), criTime(t.finished)
+		}
 		out = append(out, ev)
 	}
 	return out
@@ -63,25 +65,6 @@ func (c *podChange) events() []Event {
 		out = append(out, c.event(ConditionMet, c.observed))
 	}
 	return out
-}
-
-// count adds the change's events to pleg_events_total, by type, without
-// making them.
-func (c *podChange) count(events *prometheus.CounterVec) {
-	for _, t := range c.transitions {
-		types, n := transitionEvents(t.old, t.new)
-		for _, typ := range types[:n] {
-			if typ != ContainerChanged {
-				events.WithLabelValues(string(typ)).Inc()
-			}
-		}
-	}
-	if c.podSync {
-		events.WithLabelValues(string(PodSync)).Inc()
-	}
-	if c.conditionMet {
-		events.WithLabelValues(string(ConditionMet)).Inc()
-	}
 }
 
 // fanout delivers each pod change to the Watch channel and to every
@@ -130,10 +113,14 @@ func (f *fanout) unsubscribe(s *Subscription) {
 	f.mu.Unlock()
 }
 
-func (f *fanout) publish(c *podChange) {
-	c.count(f.metrics.Events)
+// publish delivers c, whose events are events, and counts them in
+// pleg_events_total.
+func (f *fanout) publish(c *podChange, events []Event) {
+	for _, ev := range events {
+		f.metrics.Events.WithLabelValues(string(ev.Type)).Inc()
+	}
 	if f.watching.Load() {
-		for _, ev := range c.events() {
+		for _, ev := range events {
 			select {
 			case f.watch <- ev:
 			default:

@@ -63,9 +63,9 @@ const (
 func valueSets(t *testing.T) []valueSet {
 	image := "ghcr.io/plegkit/pleg:" + chartMeta(t).AppVersion
 	return []valueSet{
-		{name: "defaults", namespace: "kube-system", socket: containerdSocket, image: image, report: true, networkPolicy: true},
-		{name: "crio-operator", namespace: "pleg-system", socket: crioSocket, image: image, operator: true, report: true, networkPolicy: true},
-		{name: "k3s-plain", namespace: "monitoring", socket: "/run/k3s/containerd/containerd.sock", stateDir: true,
+		{name: "defaults", namespace: "kube-system", socket: containerdSocket, image: image, report: true, networkPolicy: true, stateDir: true},
+		{name: "crio-operator", namespace: "pleg-system", socket: crioSocket, image: image, operator: true, report: true, networkPolicy: true, stateDir: true},
+		{name: "k3s-plain", namespace: "monitoring", socket: "/run/k3s/containerd/containerd.sock",
 			image: "ghcr.io/plegkit/pleg@sha256:" + strings.Repeat("ab", 32)},
 	}
 }
