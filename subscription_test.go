@@ -389,4 +389,33 @@ func mapsEqual(a, b map[string]EventType) bool {
 	return true
 }
 
+// TestEventsAreCountedByType checks pleg_events_total: every event the
+// generator produced, by type, those of a subscriber that coalesced them
+// included; every type from the start.
+func TestEventsAreCountedByType(t *testing.T) {
+	f := newTestFanout(t)
+	for _, typ := range []EventType{ContainerStarted, ContainerDied, ContainerRemoved, PodSync, ConditionMet} {
+		if n := testutil.ToFloat64(f.metrics.Events.WithLabelValues(string(typ))); n != 0 {
+			t.Errorf("%s: %v before any event", typ, n)
+		}
+	}
+	lagging := f.subscribe()
+	defer lagging.Close()
+	publishChange(f, change("u1", "a:none>run", "b:none>exit"))
+	publishChange(f, change("u1", "a:run>exit", "b:exit>none"))
+	publishChange(f, change("u1", "a:unk>unk")) // ContainerChanged: not an event the kubelet's consumers get
+	sync := change("u2")
+	sync.podSync, sync.conditionMet = true, true
+	publishChange(f, sync)
+	want := map[EventType]float64{ContainerStarted: 1, ContainerDied: 2, ContainerRemoved: 1, PodSync: 1, ConditionMet: 1}
+	for typ, n := range want {
+		if got := testutil.ToFloat64(f.metrics.Events.WithLabelValues(string(typ))); got != n {
+			t.Errorf("%s: counted %v, want %v", typ, got, n)
+		}
+	}
+	if n := testutil.CollectAndCount(f.metrics.Events); n != len(want) {
+		t.Errorf("%d types counted, want %d", n, len(want))
+	}
+}
+
 func publishChange(f *fanout, c *podChange) { f.publish(c, c.events()) }

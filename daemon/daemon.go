@@ -100,6 +100,7 @@ type Daemon struct {
 	API      *api.Server
 	servers  []*server // the API's, then the metrics' if any
 	kube     *kubereport.Reporter
+	build    *metrics.BuildInfo
 }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
@@ -123,6 +124,10 @@ func New(cfg Config) (*Daemon, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ops, err := metrics.NewRuntimeOperations(reg)
+	if err != nil {
+		return nil, err
+	}
+	build, err := newBuildInfo(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +156,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: jn, kube: kube,
+		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: jn, kube: kube, build: build,
 		API: api.NewServer(api.Options{
 			Checks: []pleg.HealthCheck{gen.HealthCheck()},
 			Ready: func() (bool, error) {
@@ -218,6 +223,25 @@ func details(rt runtime.Runtime, jn *journal.Journal) func() []string {
 	}
 }
 
+// startVersionWatch keeps pleg_build_info's runtime labels current, when
+// the runtime tells its version, and returns what stops it.
+func (d *Daemon) startVersionWatch() (stop func()) {
+	rt, ok := d.cfg.Runtime.(versioner)
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchRuntimeVersion(ctx, rt, d.build, d.cfg.Logger)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // Addr returns the address the API listens on.
 func (d *Daemon) Addr() string { return d.servers[0].addr }
 
@@ -242,6 +266,7 @@ const shutdownTimeout = api.DefaultWriteTimeout + 5*time.Second
 func (d *Daemon) Run(ctx context.Context) error {
 	d.Gen.Start()
 	stopKube := startKube(d.kube, d.cfg.Logger)
+	stopVersion := d.startVersionWatch()
 
 	served := make(chan error, len(d.servers))
 	for _, s := range d.servers {
@@ -288,6 +313,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = s.lis.Close()
 	}
 	stopKube()
+	stopVersion()
 	d.Gen.Stop()
 	if jerr := d.Journal.Close(); jerr != nil {
 		d.cfg.Logger.Error("Closing the journal", "err", jerr)

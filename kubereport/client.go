@@ -22,7 +22,22 @@ type ClientOptions struct {
 	// Timeout bounds each request (default 10 s): a slow API server
 	// delays a report, never more.
 	Timeout time.Duration
+	// QPS and Burst bound the requests a second the client sends, on
+	// average and at once (DefaultQPS, DefaultBurst): a node daemon
+	// writes a condition and a few events, and a fleet of them must not
+	// crowd the API server. Zero takes the default.
+	QPS   float32
+	Burst int
 }
+
+// Defaults of ClientOptions: client-go's, a tenth of the kubelet's (its
+// --kube-api-qps 50, --kube-api-burst 100). pleg writes a condition at
+// most every 5 s and a few events; a thousand nodes at these rates still
+// cannot send more than 5,000 requests a second.
+const (
+	DefaultQPS   = 5
+	DefaultBurst = 10
+)
 
 // NewClient returns a client of the core and events.k8s.io APIs alone,
 // rate-limited well below client-go's defaults: a node daemon writes a
@@ -46,7 +61,16 @@ func NewClient(opts ClientOptions) (Client, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	cfg.QPS, cfg.Burst = 5, 10
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	if cfg.QPS == 0 {
+		cfg.QPS = DefaultQPS
+	}
+	if cfg.Burst == 0 {
+		cfg.Burst = DefaultBurst
+	}
+	if cfg.QPS < 0 || cfg.Burst < 0 {
+		return nil, fmt.Errorf("kubereport: QPS %v and burst %d must not be negative", cfg.QPS, cfg.Burst)
+	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubereport: %w", err)

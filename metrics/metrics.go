@@ -45,6 +45,7 @@ type PLEG struct {
 	InspectionFailures *prometheus.CounterVec
 	CoalescedEvents    prometheus.Counter
 	InvalidItems       *prometheus.CounterVec
+	Events             *prometheus.CounterVec
 
 	// Evented mode: the kubelet's, then ours.
 	EventedConnectionSuccess prometheus.Counter
@@ -123,6 +124,10 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 			Name: "pleg_coalesced_events_total",
 			Help: "Events a lagging subscriber did not receive separately because a later event of the same container superseded them.",
 		}),
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pleg_events_total",
+			Help: "Pod lifecycle events the generator produced, by type, before any subscriber's coalescing.",
+		}, []string{"type"}),
 		InvalidItems: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pleg_invalid_runtime_items_total",
 			Help: "Malformed items in the runtime's lists, counted once per item and reason.",
@@ -225,7 +230,7 @@ func (m *PLEG) collectors() []prometheus.Collector {
 		m.RelistDuration, m.RelistInterval, m.DiscardEvents, m.LastSeen, m.PodRelistDuration,
 		m.RunningPods, m.RunningContainers,
 		m.RelistInFlight, m.RelistStarted, m.InspectionDuration, m.InspectionFailures,
-		m.CoalescedEvents, m.InvalidItems,
+		m.CoalescedEvents, m.InvalidItems, m.Events,
 		m.EventedConnectionSuccess, m.EventedConnectionErrors, m.EventedLatency,
 		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.EventsDropped,
 		m.StoreFailures, m.PayloadsApplied, m.PayloadFallbacks, m.RemovalWatchRelists, m.InspectionRetries, m.Mode,

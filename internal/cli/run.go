@@ -117,6 +117,7 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(50)
 			}
+			defer logKlogTo(g.log, g.verbosity)()
 			kubeConfig, err := kube.config()
 			if err != nil {
 				return err
