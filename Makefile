@@ -15,12 +15,16 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: test test-matrix check test-stress bench bench-long fuzz demo fleet
+.PHONY: test test-matrix check test-stress bench bench-long fuzz demo generate fleet
 
 # test/kube is a Go module of its own: it requires k8s.io/kubernetes and
 # etcd, to test reporting into a real kube-apiserver, and the product's
-# module does not. ./... from the root does not descend into it.
+# module does not. ./... from the root does not descend into it. Nor into
+# test/chart, the Helm chart's and the dashboard's module (helm's and
+# Grafana's Go modules), kept out of test/kube's, whose build list builds
+# kube-apiserver.
 KUBE_TEST_MODULE = test/kube
+CHART_TEST_MODULE = test/chart
 
 # The end-to-end tests build and start their runtimes (internal/runtimetest):
 # the first run builds containerd and CRI-O into $(PLEG_CACHE_DIR), or
@@ -34,11 +38,13 @@ TEST_TIMEOUT ?= 40m
 ## on and off (PLEG_CONTAINERD_VERSIONS and PLEG_CRIO_VERSIONS choose others)
 ## test/kube runs beside the root module's tests: the end-to-end tests
 ## mostly wait on their runtimes, and its first run builds etcd and
-## kube-apiserver (about 20 CPU-minutes), which fills that wait. Its output
-## follows the root module's.
+## kube-apiserver (about 20 CPU-minutes), which fills that wait; then
+## test/chart. Their output follows the root module's.
 test: check
 	@kubelog=$$(mktemp); \
-	(cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) >$$kubelog 2>&1 & kube=$$!; \
+	( (cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); k=$$?; \
+	  echo "cd $(CHART_TEST_MODULE) && $(GO) test -race -count=1 ./..."; \
+	  (cd $(CHART_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) && exit $$k ) >$$kubelog 2>&1 & kube=$$!; \
 	trap 'kill $$kube 2>/dev/null; rm -f $$kubelog' EXIT INT TERM HUP; \
 	echo "$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...   (and $(KUBE_TEST_MODULE) beside it)"; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...; root=$$?; \
@@ -57,6 +63,13 @@ check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd $(KUBE_TEST_MODULE) && $(GO) vet ./...
+	cd $(CHART_TEST_MODULE) && $(GO) vet ./...
+
+## generate: what is generated from the chart and the dashboard's code:
+## deploy/'s manifests and dashboard, the chart's copies of the rules and
+## the dashboard, the chart's golden renders (test/chart's -update)
+generate:
+	cd $(CHART_TEST_MODULE) && $(GO) test -count=1 ./... -update
 
 ## test-stress: the timing-sensitive suites with the race detector, three
 ## times, while two CPU hogs keep both cores of a small machine busy; the

@@ -45,6 +45,17 @@ type Event struct {
 	// relist that listed it, or the receipt of the runtime's event whose
 	// payload told it.
 	Observed time.Time
+
+	// AfterRestart tells that the change happened while no generator
+	// watched: the first relist of a generator restored from a Store found
+	// it by comparing the runtime with what was last reported.
+	AfterRestart bool
+	// StartedAt and FinishedAt are the container's own start and finish
+	// times as the runtime reports them, set on events found after a
+	// restart, whose Observed says only when they were found; zero where
+	// the runtime reports none.
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // state is a container or sandbox state as the generator compares them.

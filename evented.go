@@ -1,10 +1,13 @@
 package pleg
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg/runtime"
 )
 
 // Evented operation.
@@ -147,8 +150,17 @@ func (g *Generator) handleEvent(e queuedEvent) { g.handleEventAs(e, "") }
 func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	ev := e.ev
 	// An event sent before we subscribed is backlog: it still asks for a
-	// relist, but what it says is old news and reports nothing itself.
-	replay := ev.GetCreatedAt() > 0 && time.Unix(0, ev.GetCreatedAt()).Before(e.connectedAt)
+	// relist, but what it says is old news and reports nothing itself,
+	// unless it was sent since the store began keeping what was reported.
+	// Then it is what a runtime kept for its next subscriber while none
+	// watched (containerd holds five minutes of it): it may tell of a
+	// container that came and went meanwhile, which no relist can see.
+	sent := time.Unix(0, ev.GetCreatedAt())
+	replay := ev.GetCreatedAt() > 0 && sent.Before(e.connectedAt)
+	missed := replay && !g.st.coveredSince.IsZero() && sent.After(g.st.coveredSince)
+	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && g.stream != nil {
+		g.noteRemoval(ev, g.st.podOf(ev))
+	}
 	label := "replayed"
 	if !replay {
 		label = eventTypeLabel(ev.GetContainerEventType())
@@ -162,9 +174,9 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		if fallback == "" {
 			var p payload
 			p, fallback = readPayload(ev, g.st.podOfID)
-			if fallback == "" && p.uid == g.st.listing {
-				// Its pod's lists are in flight: they are read after this
-				// event, which then tells what they came too late to see.
+			if fallback == "" && p.uid == g.st.listing && g.st.listingBack {
+				// Its pod's inspection is in flight, of what its lists
+				// found: this event goes after it, as a hint.
 				fallback = fallbackOvertaken
 			}
 			if fallback == "" && g.st.hints.pending(p.uid) {
@@ -176,6 +188,11 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 				fallback = g.applyPayload(e, p)
 			}
 			if fallback == "" {
+				if p.uid == g.st.listing {
+					// Its pod's lists are in flight: what they return may
+					// be older than this payload, and is thrown away.
+					g.st.listingOvertaken = true
+				}
 				g.st.hints.learn(ev, p.uid, e.received)
 				g.metrics.PayloadsApplied.Inc()
 				return
@@ -184,7 +201,8 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
 	}
 	uid := g.st.podOf(ev)
-	if !g.st.hints.note(ev, uid, replay, e.received) {
+	rec := g.st.records[uid]
+	if !g.st.hints.note(ev, uid, rec != nil && rec.knows(ev.GetContainerId(), true), replay && !missed, missed, e.received) {
 		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it", "containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
 		return
 	}
@@ -213,12 +231,11 @@ func (g *Generator) evented() bool {
 	return g.stream != nil && g.stream.holding(g.clock.Now())
 }
 
-// period is the pause between global relists in force.
-// A stream that does not tell removals (CRI-O's, when a pod is removed)
-// still brings starts and exits at once, but only a relist sees what it
-// leaves out: relists then keep the normal period and threshold.
+// period is the pause between global relists in force. A stream that
+// does not tell some removals (CRI-O's, when a pod is removed) still
+// drives: the removal watch finds what it leaves out.
 func (g *Generator) period() time.Duration {
-	if g.evented() && g.stream.tellsRemovals() {
+	if g.evented() {
 		return g.opts.EventedRelistPeriod
 	}
 	return g.opts.RelistPeriod
@@ -226,10 +243,143 @@ func (g *Generator) period() time.Duration {
 
 // threshold is the health threshold in force.
 func (g *Generator) threshold() time.Duration {
-	if g.evented() && g.stream.tellsRemovals() {
+	if g.evented() {
 		return g.opts.EventedRelistThreshold
 	}
 	return g.opts.RelistThreshold
+}
+
+// newStream returns the supervisor of src's event stream, wired to the
+// generator, with the removal watch that finds what the stream does not
+// tell.
+func (g *Generator) newStream(src runtime.EventSource) *streamSupervisor {
+	s := newStreamSupervisor(src, g.opts, g.metrics)
+	s.deliver, s.changed = g.enqueueEvent, g.streamChanged
+	s.watch = newRemovalWatch(g.rt, g.clock, g.log,
+		func(k removalKind) bool {
+			now := g.clock.Now()
+			return s.holding(now) && !s.tellsRemovals(k, now)
+		},
+		func(uid string) {
+			g.metrics.RemovalWatchRelists.Inc()
+			g.requests.add(uid, g.clock.Now())
+		})
+	s.retries = newPodRetries(g.clock,
+		func(uid string) {
+			g.metrics.InspectionRetries.Inc()
+			g.requests.add(uid, g.clock.Now())
+		},
+		g.health.isFailing, g.health.listFailing)
+	return s
+}
+
+// listAll lists every sandbox and container for a global relist. While
+// the runtime answers, the events that come are handled as ever, their
+// payloads applied at once: the relist would otherwise hold them up for as
+// long as the runtime takes to list the node, under load hundreds of
+// milliseconds, and then take them as hints, for inspections. It returns
+// the pods whose records payloads moved meanwhile: what the lists say of
+// them may be older than the payloads, so the relist leaves them to
+// relists of their own. Callers hold relistMu.
+func (g *Generator) listAll(ctx context.Context, start time.Time) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, map[string]struct{}, error) {
+	if g.stream == nil {
+		sandboxes, containers, err := g.list(ctx, start, "")
+		return sandboxes, containers, nil, err
+	}
+	type lists struct {
+		sandboxes  []*runtimeapi.PodSandbox
+		containers []*runtimeapi.Container
+		err        error
+	}
+	done := make(chan lists, 1)
+	go func() {
+		// It touches no relist state: list only logs and tells health.
+		var l lists
+		l.sandboxes, l.containers, l.err = g.list(ctx, start, "")
+		done <- l
+	}()
+	st := &g.st
+	st.moved = make(map[string]struct{})
+	defer func() { st.moved = nil }()
+	for {
+		select {
+		case l := <-done:
+			g.handleEvents() // those that came as it answered
+			return l.sandboxes, l.containers, st.moved, l.err
+		case <-g.events.ready:
+			g.handleEvents()
+		}
+	}
+}
+
+// leaveMoved asks for relists of the pods a global relist left alone, as
+// payloads moved them while it listed, with the re-inspections asked for
+// them (reinspect). Callers hold relistMu.
+func (g *Generator) leaveMoved(moved, reinspect map[string]struct{}) {
+	now := g.clock.Now()
+	for uid := range moved {
+		if _, ok := reinspect[uid]; ok {
+			g.reinspect.add(uid)
+		}
+		g.requests.add(uid, now)
+	}
+}
+
+// listsOvertaken reports whether a payload was applied to the pod of l
+// while its lists were in flight: they may be older than the payload, and
+// a record moved by it must not be compared with them. Then they are
+// thrown away and the pod relisted afresh, its events reported already.
+// Else the lists are back, and the pod's own events wait for its relist
+// to end. Callers hold relistMu.
+func (g *Generator) listsOvertaken(l podList) bool {
+	st := &g.st
+	if l.uid != st.listing {
+		return false
+	}
+	if st.listingOvertaken {
+		g.requests.add(l.uid, g.clock.Now())
+		return true
+	}
+	st.listingBack = true
+	return false
+}
+
+// retryRelist asks for another relist of pod uid, whose relist failed,
+// after a backoff, while the stream drives; then the global relist comes
+// late. An inspection that passed its deadline (deadline) is not retried
+// (see retry.go).
+func (g *Generator) retryRelist(uid string, deadline bool) {
+	if g.stream == nil || deadline || !g.evented() {
+		return
+	}
+	g.stream.retries.failed(uid, g.clock.Now())
+}
+
+// settled takes what a relist or a payload reported of pod uid, with the
+// removals among it no event told: a late DELETED must not report the
+// removed again, the removal watch follows what exited, and removals
+// found untold teach what the stream leaves out. Callers hold relistMu.
+func (g *Generator) settled(uid string, ts []transition, untold [numRemovalKinds][]string, observed time.Time) {
+	g.st.hints.tombstone(ts, observed)
+	g.stream.watch.settled(uid, ts, observed)
+	for k, ids := range untold {
+		g.stream.removalsUntold(removalKind(k), ids, g.st.prevRelist, g.clock.Now())
+	}
+}
+
+// noteRemoval tells the stream supervisor that a DELETED event came, of
+// the kind its subject shows: a sandbox's is a pod's removal. Callers
+// hold relistMu.
+func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid string) {
+	id := ev.GetContainerId()
+	k, known := containerRemovals, false
+	switch rec := g.st.records[uid]; {
+	case ev.GetPodSandboxStatus().GetId() == id, rec != nil && rec.knows(id, true):
+		k, known = podRemovals, true
+	case rec != nil && rec.knows(id, false):
+		known = true
+	}
+	g.stream.removalTold(id, k, known, g.clock.Now())
 }
 
 // updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.

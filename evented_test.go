@@ -2,7 +2,6 @@ package pleg
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -60,6 +59,14 @@ var eventPaths = []struct {
 func newEventedEnvWith(t *testing.T, opt func(*Options), pods ...fakeruntime.Pod) *eventedEnv {
 	t.Helper()
 	rt := fakeruntime.New(pods...)
+	// Its stream says it tells every removal, as containerd's.
+	rt.SetRemovalEvents(runtime.Supported, runtime.Supported)
+	return newEventedEnvOn(t, rt, opt)
+}
+
+// newEventedEnvOn is newEventedEnvWith over rt, whose events it enables.
+func newEventedEnvOn(t *testing.T, rt *fakeruntime.Runtime, opt func(*Options)) *eventedEnv {
+	t.Helper()
 	rt.EnableEvents(true)
 	o := Options{
 		Mode:                ModeAuto,
@@ -435,49 +442,132 @@ func TestGenericModeOpensNoStream(t *testing.T) {
 	}
 }
 
-// TestStreamThatDoesNotTellRemovals: CRI-O sends no event when a pod is
-// removed. Once relists have found three removals the connected stream did
-// not tell, global relists keep the normal period while it drives, so
-// removals are not told a safety-net period late; a stream that tells them
-// keeps the slow period.
-func TestStreamThatDoesNotTellRemovals(t *testing.T) {
-	for _, tells := range []bool{false, true} {
-		t.Run(fmt.Sprint("tells=", tells), func(t *testing.T) {
+// podsToRemove are three pods of a sandbox and a container each.
+func podsToRemove() []fakeruntime.Pod {
+	var pods []fakeruntime.Pod
+	for _, uid := range []string{"a", "b", "c"} {
+		pods = append(pods, fakeruntime.Pod{UID: uid, Name: uid, Namespace: "ns",
+			Sandboxes:  []fakeruntime.Sandbox{{ID: "sb-" + uid, State: ready}},
+			Containers: []fakeruntime.Container{{ID: "c-" + uid, Name: "app", SandboxID: "sb-" + uid, State: running}}})
+	}
+	return pods
+}
+
+// stopPod stops pod uid of podsToRemove, as the kubelet does before it
+// removes it, with the events every runtime sends.
+func (e *eventedEnv) stopPod(uid string) {
+	_ = e.rt.SetContainerState("c-"+uid, exited, 137)
+	e.emit(uid, "c-"+uid, evStopped)
+	_ = e.rt.SetSandboxState("sb-"+uid, notReady)
+	e.emit(uid, "sb-"+uid, evStopped)
+}
+
+// removePod removes pod uid of podsToRemove, with the events of a runtime
+// that tells pod removals if tells.
+func (e *eventedEnv) removePod(uid string, tells bool) {
+	e.rt.RemovePod(uid)
+	if tells {
+		e.emit(uid, "c-"+uid, evDeleted)
+		e.emit(uid, "sb-"+uid, evDeleted)
+	}
+}
+
+// removedPod is what removing a stopped pod of podsToRemove reports.
+func removedPod(uid string) []ev {
+	return []ev{removedEv(uid, "c-"+uid), removedEv(uid, "sb-"+uid)}
+}
+
+// TestRemovalsTheStreamDoesNotTell: CRI-O sends no event when a pod is
+// removed, neither for its sandbox nor for its containers. Where the
+// runtime is known not to tell them, or not known and not seen to, or
+// found by relists not to, the removal watch lists the exited sandboxes
+// every second and finds them, while the global relist keeps its slow
+// period: a pod's removal is reported within two seconds, not a
+// safety-net period late. A stream known or seen to tell them costs no
+// list.
+func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// known is what the stream says it tells of pod removals; "" for
+		// nothing, of a runtime not known.
+		known runtime.Availability
+		// tells: the runtime sends DELETED events.
+		tells bool
+		// watched: the removal watch lists exited sandboxes before any
+		// removal.
+		watched bool
+		// untold are the kinds of removal taken not to be told after.
+		untold []string
+	}{
+		{"containerd: known to tell, tells", runtime.Supported, true, false, nil},
+		{"CRI-O: known not to tell", runtime.Unsupported, false, true, []string{"pod"}},
+		{"a runtime not known, that does not tell", "", false, true, []string{"container", "pod"}},
+		{"a runtime not known, that tells", "", true, true, nil},
+		{"a runtime known to tell, that does not", runtime.Supported, false, false, []string{"pod"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var pods []fakeruntime.Pod
-				for _, uid := range []string{"a", "b", "c"} {
-					pods = append(pods, fakeruntime.Pod{UID: uid, Name: uid, Namespace: "ns",
-						Sandboxes: []fakeruntime.Sandbox{{ID: "sb-" + uid, State: ready}}})
+				rt := fakeruntime.New(podsToRemove()...)
+				if tc.known != "" {
+					rt.SetRemovalEvents(runtime.Supported, tc.known)
 				}
-				e := newEventedEnv(t, ModeAuto, pods...)
+				e := newEventedEnvOn(t, rt, func(*Options) {})
 				e.settle()
-				// Past the first relist: the records were observed while the
-				// stream was up.
+				// Past the first relist: the records were observed while
+				// the stream was up.
 				e.g.requestGlobalRelist()
 				e.wait(time.Second)
 				for _, uid := range []string{"a", "b", "c"} {
-					e.rt.RemovePod(uid)
-					if tells {
-						e.emit(uid, "sb-"+uid, evDeleted)
-					}
+					e.stopPod(uid)
 				}
-				e.g.requestGlobalRelist()
-				e.wait(time.Second)
+				e.got = nil
+
+				// An idle node but for stopped pods: the watch lists their
+				// sandboxes every second, if it watches.
+				e.rt.ResetCalls()
+				e.wait(time.Minute)
+				lists := e.rt.Calls(runtime.OpListPodSandbox)
+				if tc.watched && (lists < 55 || lists > 61) || !tc.watched && lists != 0 {
+					t.Errorf("%d sandbox lists in a minute of stopped pods; watched %v", lists, tc.watched)
+				}
+
+				for _, uid := range []string{"a", "b", "c"} {
+					e.removePod(uid, tc.tells)
+					e.wait(2 * time.Second)
+					if !slices.Equal(e.got, removedPod(uid)) && !tc.tells {
+						if tc.known == runtime.Supported {
+							// Relists must find untold removals before the
+							// stream is taken not to tell them.
+							e.g.requestGlobalRelist()
+							e.wait(time.Second)
+						}
+					}
+					if !slices.Equal(e.got, removedPod(uid)) {
+						t.Errorf("%s removed: %v, want %v", uid, e.got, removedPod(uid))
+					}
+					e.got = nil
+				}
+				// A DELETED may come a while after a relist found its
+				// removal: only then is it untold.
+				e.wait(untoldGrace)
 				s := e.g.Status()
-				if s.UntoldRemovals == tells {
-					t.Errorf("UntoldRemovals %v, want %v", s.UntoldRemovals, !tells)
+				if !s.Evented || s.RelistPeriod != time.Hour {
+					t.Errorf("evented %v, relist period %v; want evented, an hour", s.Evented, s.RelistPeriod)
 				}
-				want := time.Hour
-				if !tells {
-					want = time.Second
+				if !slices.Equal(s.UntoldRemovals, tc.untold) {
+					t.Errorf("untold removals %q, want %q", s.UntoldRemovals, tc.untold)
 				}
-				if !s.Evented || s.RelistPeriod != want {
-					t.Errorf("evented %v, relist period %v; want evented, %v", s.Evented, s.RelistPeriod, want)
+				if told := !strings.Contains(s.String(), "it does not tell"); told != (tc.untold == nil) {
+					t.Errorf("status line %q", s)
 				}
-				for _, uid := range []string{"a", "b", "c"} {
-					if !slices.Contains(e.got, removedEv(uid, "sb-"+uid)) {
-						t.Errorf("no Removed for %s: %v", uid, e.got)
-					}
+				// Nothing exited is left: the watch lists nothing more.
+				e.rt.ResetCalls()
+				e.wait(time.Minute)
+				if n := e.rt.Calls(runtime.OpListPodSandbox); n != 0 {
+					t.Errorf("%d sandbox lists in a minute without exited sandboxes", n)
+				}
+				if _, pods := e.g.stream.watch.size(); pods != 0 {
+					t.Errorf("the watch still knows %d sandboxes", pods)
 				}
 			})
 		})

@@ -30,6 +30,7 @@ type Generator struct {
 	rt      runtime.Runtime
 	opts    Options
 	cache   Cache
+	store   Store
 	clock   clock.WithDelayedExecution
 	log     *slog.Logger
 	metrics *metrics.PLEG
@@ -76,10 +77,23 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	if cache == nil {
 		cache = podcache.New()
 	}
+	store := opts.Store
+	if store == nil {
+		store = &MemoryStore{}
+	}
+	restored, err := store.Restore()
+	if err != nil {
+		return nil, fmt.Errorf("pleg: restoring what was reported: %w", err)
+	}
+	records, err := restoreRecords(restored.Pods)
+	if err != nil {
+		return nil, fmt.Errorf("pleg: restoring what was reported: %w", err)
+	}
 	g := &Generator{
 		rt:         rt,
 		opts:       opts,
 		cache:      cache,
+		store:      store,
 		clock:      opts.Clock,
 		log:        opts.Logger,
 		metrics:    m,
@@ -91,16 +105,18 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		events:     newEventQueue(),
 		relistNow:  make(chan struct{}, 1),
 		st: relistState{
-			records:     make(map[string]*podRecord),
-			sandboxPods: make(map[string]string),
-			invalid:     newInvalidItems(opts.Logger, m),
-			hints:       newHintBook(),
+			records:      records,
+			catchingUp:   len(restored.Pods) > 0,
+			coveredSince: restored.Since,
+			sandboxPods:  make(map[string]string),
+			invalid:      newInvalidItems(opts.Logger, m),
+			hints:        newHintBook(),
 		},
 	}
 	if src, ok := rt.(runtime.EventSource); ok && opts.Mode != ModeGeneric {
-		g.stream = newStreamSupervisor(src, opts, m)
-		g.stream.deliver, g.stream.changed = g.enqueueEvent, g.streamChanged
+		g.stream = g.newStream(src)
 	}
+	g.st.hints.restore(restored.Removed, opts.Clock.Now())
 	g.updateMode()
 	return g, nil
 }
@@ -187,7 +203,9 @@ func (g *Generator) Status() Status {
 	case g.stream != nil:
 		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.snapshot()
 		s.Evented = g.evented()
-		s.UntoldRemovals = !g.stream.tellsRemovals()
+		for _, k := range g.stream.untoldRemovals() {
+			s.UntoldRemovals = append(s.UntoldRemovals, k.String())
+		}
 	case g.opts.Mode != ModeGeneric:
 		s.NoStream = true // the runtime is no EventSource
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,10 +24,11 @@ type Status struct {
 	StreamError error
 	// NoStream tells that the runtime has no event stream.
 	NoStream bool
-	// UntoldRemovals tells that relists found removals the connected stream
-	// did not tell (CRI-O sends no event when a pod is removed): global
-	// relists then keep the normal period while the stream drives.
-	UntoldRemovals bool
+	// UntoldRemovals are the kinds of removal, "pod" or "container", the
+	// connected stream is taken not to tell (CRI-O sends no event when a
+	// pod is removed): exited sandboxes or containers are then listed
+	// every second to find them.
+	UntoldRemovals []string
 	// RelistPeriod and RelistThreshold are those in force.
 	RelistPeriod    time.Duration
 	RelistThreshold time.Duration
@@ -52,9 +54,10 @@ func (s Status) String() string {
 	switch {
 	case s.Mode == ModeGeneric:
 		return fmt.Sprintf("mode generic: relisting every %v", s.RelistPeriod)
-	case s.Evented && s.UntoldRemovals:
-		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; it does not tell removals, so relisting every %v",
-			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod)
+	case s.Evented && len(s.UntoldRemovals) > 0:
+		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; safety-net relist every %v; "+
+			"it does not tell %s removals, which a list of exited items every %v finds",
+			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod, strings.Join(s.UntoldRemovals, " and "), removalPollPeriod)
 	case s.Evented:
 		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; safety-net relist every %v",
 			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod)

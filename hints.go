@@ -59,6 +59,10 @@ type hint struct {
 	sandbox bool
 	stages  stage
 	last    time.Time
+	// live tells that an event came while a generator watched; a hint
+	// made only of events missed while none did tells what happened
+	// before a restart.
+	live bool
 }
 
 // transitions are the state changes the hinted stages imply, from not
@@ -77,7 +81,7 @@ func (h *hint) transitions() []transition {
 	var out []transition
 	for i := 1; i < len(states); i++ {
 		if states[i] != states[i-1] {
-			out = append(out, transition{id: h.id, name: h.name, sandbox: h.sandbox, old: states[i-1], new: states[i]})
+			out = append(out, transition{id: h.id, name: h.name, sandbox: h.sandbox, old: states[i-1], new: states[i], afterRestart: !h.live})
 		}
 	}
 	return out
@@ -138,8 +142,12 @@ func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now 
 
 // note records an event about pod uid as a hint, and reports whether it
 // could: an event needs an ID and a pod. A replayed event only teaches the
-// pods of the IDs it names.
-func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, replay bool, now time.Time) bool {
+// pods of the IDs it names; a missed one (sent while no generator watched)
+// is a hint like any other, marked so. knownSandbox tells that the pod's
+// record knows the event's subject as a sandbox, for an event that came
+// without the sandbox's ID (containerd's and CRI-O's, once the pod is
+// gone).
+func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, knownSandbox, replay, missed bool, now time.Time) bool {
 	id := ev.GetContainerId()
 	if uid == "" || id == "" {
 		return false
@@ -164,16 +172,26 @@ func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, repla
 		}
 	}
 	if h == nil {
-		h = &hint{id: id, sandbox: id == sb.GetId()}
+		h = &hint{id: id, sandbox: knownSandbox || id == sb.GetId()}
 		ph.items = append(ph.items, h)
 	}
 	for _, c := range ev.GetContainersStatuses() {
-		if c.GetId() == id && c.GetMetadata().GetName() != "" {
+		if c.GetId() != id {
+			continue
+		}
+		if c.GetMetadata().GetName() != "" {
 			h.name = c.GetMetadata().GetName()
+		}
+		if c.GetStartedAt() > 0 {
+			// It ran, whether or not its STARTED came: CRI-O may send it
+			// after the STOPPED, and a generator killed as it came never
+			// kept it.
+			h.stages |= stageStarted
 		}
 	}
 	h.stages |= stageOf(ev.GetContainerEventType())
 	h.last = now
+	h.live = h.live || !missed
 	return true
 }
 
@@ -283,12 +301,46 @@ func expand(t transition, seen stage) []transition {
 	return out
 }
 
+// untoldRemovals returns the IDs of what was removed among ts, a pod's
+// transitions, that no DELETED event told (seen holds what the events
+// told of each item), by kind: containers removed with their sandbox
+// count as its pod's removal, as RemovePodSandbox removes them.
+func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [numRemovalKinds][]string) {
+	var containers, sandboxes []string
+	for _, t := range ts {
+		if t.new != stateNonExistent || seen[hintKey{t.id, t.sandbox}]&stageDeleted != 0 {
+			continue
+		}
+		if t.sandbox {
+			sandboxes = append(sandboxes, t.id)
+		} else {
+			containers = append(containers, t.id)
+		}
+	}
+	if len(sandboxes) > 0 {
+		ids[podRemovals] = append(sandboxes, containers...)
+	} else {
+		ids[containerRemovals] = containers
+	}
+	return ids
+}
+
 // tombstone records that containers were reported removed.
 func (b *hintBook) tombstone(ts []transition, now time.Time) {
 	for _, t := range ts {
 		if t.new == stateNonExistent {
 			b.removed[t.id] = now
 			delete(b.owners, t.id)
+		}
+	}
+}
+
+// restore takes the tombstones of containers a Store says were reported
+// removed, those recent enough to keep.
+func (b *hintBook) restore(removed map[string]time.Time, now time.Time) {
+	for id, at := range removed {
+		if now.Sub(at) <= tombstoneTTL {
+			b.removed[id] = at
 		}
 	}
 }

@@ -81,7 +81,7 @@ func noteIn(b *hintBook, ev *runtimeapi.ContainerEventResponse, replay bool, now
 	if uid == "" {
 		uid = b.ownerOf(ev.GetContainerId())
 	}
-	return uid, b.note(ev, uid, replay, now)
+	return uid, b.note(ev, uid, false, replay, false, now)
 }
 
 func TestHintBook(t *testing.T) {

@@ -129,6 +129,10 @@ type Options struct {
 
 	// Cache receives every pod's status; default a new podcache.Cache.
 	Cache Cache
+	// Store keeps what the generator reports, to carry on from it when
+	// started again; default a new MemoryStore, which keeps it for the
+	// process's life. Package journal keeps it on disk, across restarts.
+	Store Store
 	// Clock drives relists, deadlines and timestamps; default the real clock.
 	Clock clock.WithDelayedExecution
 	// Logger receives the generator's logs; default slog.Default().

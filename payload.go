@@ -192,6 +192,9 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		if t.id == p.subject {
 			transitions = append(transitions, expand(t, seen)...)
 		} else {
+			// The payload shows other items of a restored pod as they
+			// became while no generator watched.
+			t.afterRestart = rec.restored
 			transitions = append(transitions, t)
 		}
 	}
@@ -206,9 +209,12 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 	if !known {
 		st.records[rec.uid] = rec
 	}
+	if st.moved != nil {
+		st.moved[rec.uid] = struct{}{}
+	}
 	rec.advance()
-	st.hints.tombstone(transitions, e.received)
-	g.deliver(&podChange{
+	g.settled(rec.uid, transitions, [numRemovalKinds][]string{}, e.received)
+	g.deliver(rec, &podChange{
 		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
 		observed:    e.received,
 		transitions: transitions,

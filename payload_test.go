@@ -355,9 +355,9 @@ func TestPayloadsArriveBeforeTheRelist(t *testing.T) {
 }
 
 // TestOtherPodsDoNotWaitForAPodsRelist: while a pod's confirming relist
-// waits on the runtime, the events of other pods are applied at once; the
-// pod's own events wait for its lists, whose answer they may be newer or
-// older than, and are told once the lists are read.
+// waits on the runtime, the events of other pods are applied at once, and
+// so are the pod's own: its lists, which may be older than their payloads,
+// are thrown away and the pod relisted afresh, which tells nothing again.
 func TestOtherPodsDoNotWaitForAPodsRelist(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		db := fakeruntime.Pod{UID: "db", Name: "db", Namespace: "shop",
@@ -377,16 +377,25 @@ func TestOtherPodsDoNotWaitForAPodsRelist(t *testing.T) {
 		}
 		e.rt.Remove("c1")
 		e.emit("web", "c1", evDeleted)
-		if len(e.got) != 2 {
-			t.Fatalf("web's DELETED told %v before web's lists were read", e.got[2:])
+		if want := []ev{diedEv("web", "c1"), diedEv("db", "d1"), removedEv("web", "c1")}; !slices.Equal(e.got, want) {
+			t.Fatalf("events %v while web's relist lists, want %v", e.got, want)
 		}
-		if n := testutil.ToFloat64(e.g.metrics.PayloadFallbacks.WithLabelValues(fallbackOvertaken)); n != 1 {
-			t.Errorf("%v events overtaken, want web's DELETED", n)
+		if n := testutil.ToFloat64(e.g.metrics.PayloadFallbacks.WithLabelValues(fallbackOvertaken)); n != 0 {
+			t.Errorf("%v events overtaken, want none", n)
 		}
+		relists := testutil.ToFloat64(e.g.metrics.PodRelists)
 		e.rt.SetLatency(runtime.OpListPodSandbox, 0)
 		e.wait(2 * time.Hour)
 		if want := []ev{diedEv("web", "c1"), diedEv("db", "d1"), removedEv("web", "c1")}; !slices.Equal(e.got, want) {
 			t.Errorf("events %v, want %v", e.got, want)
+		}
+		// web's lists in flight, thrown away, then web relisted afresh; the
+		// global relist of the hour served db's confirmation.
+		if n := testutil.ToFloat64(e.g.metrics.PodRelists) - relists; n != 2 {
+			t.Errorf("%v relists of pods after the runtime answered, want 2", n)
+		}
+		if st, _ := e.g.Cache().Get("web"); st.FindContainerByID("c1") != nil {
+			t.Errorf("web's cache entry still has c1: %v", st)
 		}
 	})
 }
@@ -447,8 +456,8 @@ func TestDeletedDuringAPodsListIsTold(t *testing.T) {
 		if !slices.Equal(e.got, want) {
 			t.Errorf("events %v, want %v", e.got, want)
 		}
-		if e.g.Status().UntoldRemovals {
-			t.Error("removals the stream told were taken for untold ones")
+		if u := e.g.Status().UntoldRemovals; len(u) > 0 {
+			t.Errorf("removals the stream told were taken for untold ones: %q", u)
 		}
 	})
 }
@@ -545,4 +554,79 @@ func TestPartialPayloadsFallBack(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestEventDuringAPodsInspectionWaits: once a pod's lists are back and its
+// relist inspects the pod, the pod's events wait as hints for that relist
+// to end: their payloads must not move the record the inspection will
+// advance.
+func TestEventDuringAPodsInspectionWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
+		e.settle()
+		// The relist c1's event asks for inspects the pod, for 5 s.
+		e.g.RequestReinspect("web")
+		e.rt.SetLatency(runtime.OpPodSandboxStatus, 5*time.Second)
+		_ = e.rt.SetContainerState("c1", exited, 1)
+		e.emit("web", "c1", evStopped)
+		e.wait(time.Second)
+		e.rt.Remove("c1")
+		e.emit("web", "c1", evDeleted)
+		if want := []ev{diedEv("web", "c1")}; !slices.Equal(e.got, want) {
+			t.Fatalf("events %v while web is inspected, want %v", e.got, want)
+		}
+		if n := testutil.ToFloat64(e.g.metrics.PayloadFallbacks.WithLabelValues(fallbackOvertaken)); n != 1 {
+			t.Errorf("%v events overtaken, want c1's DELETED", n)
+		}
+		e.rt.SetLatency(runtime.OpPodSandboxStatus, 0)
+		e.wait(5 * time.Minute)
+		// The PodSync the re-inspection asked for, and the removal, once.
+		want := []ev{diedEv("web", "c1"), removedEv("web", "c1"), podSyncEv("web")}
+		if got := reduce(toEvents(e.got)); !slices.Equal(got, reduce(toEvents(want))) {
+			t.Errorf("events %v, want %v", e.got, want)
+		}
+	})
+}
+
+// TestEventsDuringAGlobalRelistsLists: while a global relist waits for the
+// runtime's lists, events are applied at once instead of waiting for it.
+// What the lists then say of their pods may be older than the payloads:
+// the relist leaves those pods to relists of their own, and reconciles the
+// others.
+func TestEventsDuringAGlobalRelistsLists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		web := func(c1 runtimeapi.ContainerState) fakeruntime.Pod { return webPod(ctr("c1", c1)) }
+		db := fakeruntime.Pod{UID: "db", Name: "db", Namespace: "shop",
+			Sandboxes: []fakeruntime.Sandbox{{ID: "dbsb", State: ready}}, Containers: []fakeruntime.Container{ctr("d1", running)}}
+		e := newEventedEnv(t, ModeAuto, web(running), db)
+		e.settle()
+		watch := e.g.Watch()
+		// d1 exits untold; the global relist's container list takes a
+		// minute, and answers what the runtime held when it was asked.
+		db.Containers[0].State = exited
+		e.rt.SetPods(web(running), db)
+		e.rt.SetLatency(runtime.OpListContainers, time.Minute)
+		e.g.requestGlobalRelist()
+		e.wait(time.Second)
+		// c1 exits as they list: the lists hold it running.
+		e.rt.SetPods(web(exited), db)
+		e.emit("web", "c1", evStopped)
+		if want := []ev{diedEv("web", "c1")}; !slices.Equal(e.got, want) {
+			t.Fatalf("events %v while the global relist lists, want %v", e.got, want)
+		}
+		e.rt.SetLatency(runtime.OpListContainers, 0)
+		e.wait(2 * time.Minute)
+		// db's exit from the global relist; web's nothing more, not a
+		// Started from the lists older than its payload.
+		if want := []ev{diedEv("web", "c1"), diedEv("db", "d1")}; !slices.Equal(e.got, want) {
+			t.Errorf("events %v, want %v", e.got, want)
+		}
+		if st, _ := e.g.Cache().Get("web"); st.FindContainerByID("c1").GetState() != exited {
+			t.Errorf("web's cache entry: %v", st)
+		}
+		// The kubelet's channel, which folds nothing, got nothing more
+		// either: no Started from web's older lists, which a subscriber
+		// would fold away.
+		assertEvents(t, drain(watch), diedEv("db", "d1"), diedEv("web", "c1"))
+	})
 }

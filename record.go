@@ -42,6 +42,11 @@ type transition struct {
 	sandbox bool
 	old     state
 	new     state
+	// afterRestart marks a change found by comparing the runtime with the
+	// records a Store restored; started and finished are then the
+	// container's own times (CRI nanoseconds), where the runtime has them.
+	afterRestart      bool
+	started, finished int64
 }
 
 // podRecord is what the generator remembers of one pod: its containers as
@@ -62,6 +67,10 @@ type podRecord struct {
 	// modified is the time of the observation the pod's cache entry came
 	// from: the start of the relist that last wrote it.
 	modified time.Time
+	// restored is set on a record a Store restored until its first
+	// reconcile: that inspects the pod whether it changed or not, since
+	// the cache knows nothing of it, and marks what changed afterRestart.
+	restored bool
 }
 
 // startListing resets what the latest list saw, keeping the memory.
@@ -173,6 +182,7 @@ func (r *podRecord) sees(id string, sandbox bool) (known, listed bool) {
 // advance makes what the latest list saw the pod's known state. The list
 // items are dropped from it so the record does not pin old lists in memory.
 func (r *podRecord) advance() {
+	r.restored = false
 	r.old, r.cur = r.cur, r.old[:0]
 	for i := range r.old {
 		r.old[i].sb, r.old[i].c = nil, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,7 +38,7 @@ func (g *Generator) relist(ctx context.Context) error {
 		g.health.relistDone()
 	}()
 
-	sandboxes, containers, err := g.list(ctx, start, "")
+	sandboxes, containers, moved, err := g.listAll(ctx, start)
 	if err != nil {
 		return err
 	}
@@ -49,7 +50,9 @@ func (g *Generator) relist(ctx context.Context) error {
 	g.updateRunningMetrics()
 
 	// Requests for pods the list does not hold are dropped with them.
-	work := st.plan(g.reinspect.takeAll(), g.conditions.pods(), start)
+	reinspect := g.reinspect.takeAll()
+	work := st.plan(reinspect, g.conditions.pods(), moved, start)
+	g.leaveMoved(moved, reinspect)
 	g.conditions.retain(func(uid string) bool {
 		rec, ok := st.records[uid]
 		return ok && rec.listedPass == st.pass
@@ -75,6 +78,7 @@ func (g *Generator) relist(ctx context.Context) error {
 	}
 	// Every pod written above was observed at start or later.
 	g.cache.UpdateTime(start)
+	st.catchingUp = false
 	return nil
 }
 
@@ -124,6 +128,13 @@ func (g *Generator) listPod(ctx context.Context, uid string) podList {
 func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 	st := &g.st
 	uid, start := l.uid, l.start
+	if g.listsOvertaken(l) {
+		g.podRelisted(l, false, false)
+		return nil
+	}
+	if l.err != nil {
+		g.retryRelist(uid, false)
+	}
 	if l.err != nil || !g.health.last().Equal(l.lastGlobal) {
 		// Failed: the next global relist will see the pod. Or a caller's
 		// Relist listed every pod after these lists began, which served
@@ -171,7 +182,9 @@ func (g *Generator) podInspected(ctx context.Context, pi *podInspection) {
 		g.podRelisted(pi.list, false, false)
 		return
 	}
-	g.apply(ctx, &pi.w, pi.in, pi.list.start)
+	var out outbox
+	g.apply(ctx, &pi.w, pi.in, pi.list.start, &out)
+	g.flush(&out)
 	g.podRelisted(pi.list, ctx.Err() == nil, pi.w.gone)
 }
 
@@ -181,7 +194,7 @@ func (g *Generator) podInspected(ctx context.Context, pi *podInspection) {
 // relistMu.
 func (g *Generator) podRelisted(l podList, observed, gone bool) {
 	st := &g.st
-	st.listing = ""
+	st.listing, st.listingBack, st.listingOvertaken = "", false, false
 	g.metrics.PodRelists.Inc()
 	g.metrics.PodRelistDuration.Observe(g.clock.Since(l.start).Seconds())
 	if gone {
@@ -285,10 +298,12 @@ func (g *Generator) reconcileAll(ctx context.Context, work []podWork, observed t
 			work[i].pod = work[i].rec.pod()
 		}
 	}
+	var out outbox
 	workers := min(g.opts.InspectConcurrency, len(work))
 	if workers <= 1 {
 		for i := range work {
-			g.apply(ctx, &work[i], g.inspectWork(ctx, &work[i]), observed)
+			g.apply(ctx, &work[i], g.inspectWork(ctx, &work[i]), observed, &out)
+			g.flush(&out)
 		}
 		return
 	}
@@ -315,8 +330,13 @@ func (g *Generator) reconcileAll(ctx context.Context, work []podWork, observed t
 		close(results)
 	}()
 	for d := range results {
-		g.apply(ctx, d.w, d.in, observed)
+		g.apply(ctx, d.w, d.in, observed, &out)
+		if len(results) == 0 {
+			// Nothing more inspected yet: deliver what is, with one commit.
+			g.flush(&out)
+		}
 	}
+	g.flush(&out)
 }
 
 // inspectWork asks the runtime for the status of a pod that is not gone,
@@ -340,11 +360,11 @@ func (g *Generator) inspectWork(ctx context.Context, w *podWork) inspection {
 }
 
 // apply brings the cache up to date with one pod, advances its record and
-// delivers its events. If the pod could not be inspected, its record stays
-// where it was, so the next relist finds the same changes and tries again;
-// the kubelet does the same and drops the events meanwhile. Callers hold
-// relistMu.
-func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observed time.Time) {
+// puts its change in out, to deliver. If the pod could not be inspected,
+// its record stays where it was, so the next relist finds the same changes
+// and tries again; the kubelet does the same and drops the events
+// meanwhile. Callers hold relistMu.
+func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observed time.Time, out *outbox) {
 	rec := w.rec
 	ref := podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace}
 	status := in.status
@@ -387,34 +407,74 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 	}
 	rec.advance()
 	if g.stream != nil {
-		// A late DELETED must not report these again.
-		g.st.hints.tombstone(w.transitions, observed)
+		g.settled(rec.uid, w.transitions, w.untold, observed)
 	}
 	if w.shortLived > 0 {
 		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
 	}
-	if w.untold > 0 && g.stream != nil && g.stream.removalsUntold(w.untold, g.st.prevRelist) {
-		g.log.Info("The container event stream does not tell removals; relisting every period while it drives", "period", g.opts.RelistPeriod)
-		g.updateMode()
-	}
-	g.deliver(change, status)
+	g.stage(out, rec, change, status)
 }
 
-// deliver logs a pod's change the kubelet's way and hands it to the
-// subscribers. Callers hold relistMu.
-func (g *Generator) deliver(change *podChange, status *runtime.PodStatus) {
+// outbox holds the changes of pods applied one after another, to be kept
+// in the store with one commit, then delivered in order: nothing is seen
+// that a restart would forget, and a relist of many pods costs the store
+// a write per batch, not per pod.
+type outbox struct {
+	changes []*podChange
+	ends    []int // where each change's events end in events
+	events  []Event
+	reports []PodReport
+}
+
+// deliver delivers one pod's change at once. Callers hold relistMu.
+func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
+	var out outbox
+	g.stage(&out, rec, change, status)
+	g.flush(&out)
+}
+
+// stage logs a pod's change the kubelet's way and puts it in out, with
+// what is now reported of the pod (rec, advanced). Callers hold relistMu.
+func (g *Generator) stage(out *outbox, rec *podRecord, change *podChange, status *runtime.PodStatus) {
 	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
 		return
 	}
-	for _, t := range change.transitions {
+	change.transitions = ranWhileAway(change.transitions, status)
+	for i := range change.transitions {
+		t := &change.transitions[i]
 		g.log.Debug("GenericPLEG", "podUID", change.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old, "newState", t.new)
-		if t.new == stateExited && status != nil {
+		if t.new == stateExited && !t.sandbox && status != nil {
 			if c := status.FindContainerByID(t.id); c != nil {
 				g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id, "exitCode", c.GetExitCode())
 			}
 		}
 	}
-	g.out.publish(change)
+	out.changes = append(out.changes, change)
+	out.events = append(out.events, change.events()...)
+	out.ends = append(out.ends, len(out.events))
+	out.reports = append(out.reports, rec.report())
+}
+
+// flush commits what out holds to the store and then delivers it to the
+// subscribers, in order, and empties out. Callers hold relistMu.
+func (g *Generator) flush(out *outbox) {
+	if len(out.changes) == 0 {
+		return
+	}
+	if err := g.store.Commit(out.events, out.reports); err != nil {
+		g.metrics.StoreFailures.Inc()
+		g.log.Error("PLEG: Could not keep changes in the store; delivering them anyway, a restart may report them again",
+			"pods", len(out.changes), "err", err)
+	}
+	start := 0
+	for i, c := range out.changes {
+		g.out.publish(c, out.events[start:out.ends[i]])
+		start = out.ends[i]
+	}
+	clear(out.changes)
+	clear(out.events)
+	clear(out.reports)
+	out.changes, out.ends, out.events, out.reports = out.changes[:0], out.ends[:0], out.events[:0], out.reports[:0]
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when
@@ -427,6 +487,7 @@ func (g *Generator) inspectionFailed(ref podRef, err error, at time.Time) {
 		reason = metrics.InspectionDeadline
 	}
 	g.metrics.InspectionFailures.WithLabelValues(reason).Inc()
+	g.retryRelist(ref.uid, deadline)
 	level := slog.LevelDebug
 	if g.health.podFailed(ref, at, deadline, err) {
 		level = slog.LevelWarn
@@ -452,4 +513,50 @@ func (g *Generator) podIPs(uid string, status *runtime.PodStatus) []string {
 		return nil
 	}
 	return cached.IPs
+}
+
+// ranWhileAway completes what a restart found with what the runtime says
+// of each item: the times a container started and finished, and for one
+// last reported not yet running (unknown to the records, or created) that
+// is found exited, that it ran first. Its Started was never reported: a
+// store keeps what was reported with the events, so a record without it
+// means the event was never delivered (a generator killed between an
+// event and its commit, say). The kubelet's relist reports such a
+// container Died alone; this one reports it Started, with its start time,
+// then Died.
+func ranWhileAway(ts []transition, status *runtime.PodStatus) []transition {
+	if status == nil || !slices.ContainsFunc(ts, func(t transition) bool { return t.afterRestart }) {
+		return ts
+	}
+	out := make([]transition, 0, len(ts)+1)
+	for _, t := range ts {
+		if !t.afterRestart {
+			out = append(out, t)
+			continue
+		}
+		if t.sandbox {
+			if sb := findSandbox(status, t.id); sb != nil {
+				t.started = sb.GetCreatedAt()
+			}
+		} else if c := status.FindContainerByID(t.id); c != nil {
+			t.started, t.finished = c.GetStartedAt(), c.GetFinishedAt()
+		}
+		if (t.old == stateNonExistent || t.old == stateUnknown) && t.new == stateExited && t.started > 0 {
+			ran := t
+			ran.new, ran.finished = stateRunning, 0
+			out = append(out, ran)
+			t.old = stateRunning
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func findSandbox(status *runtime.PodStatus, id string) *runtimeapi.PodSandboxStatus {
+	for _, sb := range status.Sandboxes {
+		if sb.GetId() == id {
+			return sb
+		}
+	}
+	return nil
 }

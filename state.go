@@ -40,6 +40,22 @@ type relistState struct {
 	// taken as hints, since what the lists return may be newer than them,
 	// or older, and must not be compared with records their payloads moved.
 	listing string
+	// catchingUp is set from the restore of what a Store kept until a
+	// global relist succeeds: a pod that this relist finds for the first
+	// time came while no generator watched.
+	catchingUp bool
+	// coveredSince is when the Store began keeping what was reported
+	// (Restored.Since): the runtime's backlog sent since is news.
+	coveredSince time.Time
+	// listingBack tells that listing's lists came back: its inspection
+	// may be in flight. Until then an event's payload may be applied, and
+	// overtake them (listingOvertaken): they are thrown away for a fresh
+	// relist of the pod (see Generator.listsOvertaken).
+	listingBack, listingOvertaken bool
+	// moved holds, while a global relist's lists are in flight, the pods
+	// whose records payloads moved meanwhile: that relist leaves them to
+	// relists of their own (see Generator.listAll). nil otherwise.
+	moved map[string]struct{}
 }
 
 // group sorts the listed sandboxes and containers into pod records, as a
@@ -130,7 +146,7 @@ func (st *relistState) record(uid, name, namespace string) *podRecord {
 	if rec == nil || rec.uid != uid {
 		var ok bool
 		if rec, ok = st.records[uid]; !ok {
-			rec = &podRecord{uid: uid}
+			rec = &podRecord{uid: uid, restored: st.catchingUp}
 			st.records[uid] = rec
 		}
 		st.last = rec
@@ -204,17 +220,22 @@ type podWork struct {
 	// shortLived counts the events of containers only the event stream
 	// saw, among the transitions.
 	shortLived int
-	// untold counts the removals among the transitions that no event told.
-	untold int
+	// untold are the IDs of the removals among the transitions that no
+	// event told, by kind.
+	untold [numRemovalKinds][]string
 }
 
 // plan decides which pods a global relist reconciles: those whose
 // containers changed since their last reconcile, those it did not list
 // (gone), those due for re-inspection (reinspect) or with watch conditions
 // (watched), and pods the event stream reported that no list has held,
-// born and gone in between. It consumes the hints of every pod it looks at.
-func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Time) []podWork {
+// born and gone in between. It consumes the hints of every pod it looks at,
+// and leaves the pods in skip alone.
+func (st *relistState) plan(reinspect, watched, skip map[string]struct{}, now time.Time) []podWork {
 	pending := st.hints.hinted()
+	for uid := range skip {
+		delete(pending, uid)
+	}
 	hints := func(rec *podRecord) hinted {
 		if _, ok := pending[rec.uid]; !ok {
 			return hinted{}
@@ -224,6 +245,9 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 	}
 	var work []podWork
 	for _, rec := range st.seen {
+		if _, ok := skip[rec.uid]; ok {
+			continue
+		}
 		_, flagged := reinspect[rec.uid]
 		_, hasConditions := watched[rec.uid]
 		if w, ok := workFor(rec, false, flagged, hasConditions, hints(rec)); ok {
@@ -231,6 +255,9 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 		}
 	}
 	for _, rec := range st.records {
+		if _, ok := skip[rec.uid]; ok {
+			continue
+		}
 		if rec.listedPass != st.pass {
 			rec.vanish()
 			_, flagged := reinspect[rec.uid]
@@ -253,17 +280,16 @@ func (st *relistState) plan(reinspect, watched map[string]struct{}, now time.Tim
 func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (podWork, bool) {
 	w := podWork{rec: rec, gone: gone, reinspect: reinspect}
 	if gone || !rec.unchanged() {
-		for _, t := range rec.transitions() {
-			seen := h.seen[hintKey{t.id, t.sandbox}]
-			if t.new == stateNonExistent && seen&stageDeleted == 0 {
-				w.untold++
-			}
-			w.transitions = append(w.transitions, expand(t, seen)...)
+		ts := rec.transitions()
+		w.untold = untoldRemovals(ts, h.seen)
+		for _, t := range ts {
+			t.afterRestart = rec.restored
+			w.transitions = append(w.transitions, expand(t, h.seen[hintKey{t.id, t.sandbox}])...)
 		}
 	}
 	w.transitions = append(w.transitions, h.extra...)
 	for _, t := range h.extra {
 		w.shortLived += deliverable(t.old, t.new)
 	}
-	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions
+	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions || rec.restored
 }

@@ -22,13 +22,19 @@ const (
 	// streamHold is how long the stream must stay up before it drives;
 	// until then global relists keep the normal period.
 	streamHold = 5 * time.Second
-	// untoldRemovalsToRelist is how many removals relists must find that
-	// the connected stream did not tell before the stream is taken not to
-	// tell removals (CRI-O sends no event when a pod is removed): then
-	// global relists keep the normal period while the stream drives. A few,
-	// not one: an event can be lost (containerd 1.7 loses one to a client
-	// that closes its stream) or arrive just after the list.
-	untoldRemovalsToRelist = 3
+	// untoldRemovalsToWatch is how many removals of a kind relists must
+	// find that the connected stream did not tell before the stream is
+	// taken not to tell that kind, whatever the runtime is known to do:
+	// then the removal watch (removals.go) looks for them. A few, not one:
+	// an event can be lost (containerd 1.7 loses one to a client that
+	// closes its stream).
+	untoldRemovalsToWatch = 3
+	// untoldGrace is how long after a relist found a removal its DELETED
+	// may still come: it was on its way as the relist listed (containerd
+	// sends a pod's container DELETEDs, then its sandbox's, and the relist
+	// one of them asks for may list between). Only then does it count as
+	// untold.
+	untoldGrace = 5 * time.Second
 	// Reconnects back off from retryMin to retryMax, with jitter.
 	retryMin = 100 * time.Millisecond
 	retryMax = 30 * time.Second
@@ -58,6 +64,12 @@ type streamSupervisor struct {
 	// being open (opened) or fails to open: either way, what changed
 	// meanwhile is only in a list.
 	changed func(up, opened bool)
+	// watch finds the removals the stream does not tell; it runs as long
+	// as the supervisor.
+	watch *removalWatch
+	// retries asks again for the relists of pods that failed, while the
+	// supervisor runs.
+	retries *podRetries
 
 	// attempted is closed once the first attempt to connect is over.
 	attempted     chan struct{}
@@ -70,9 +82,47 @@ type streamSupervisor struct {
 	since       time.Time // up since, or down since
 	err         error     // what ended it last
 	unsupported bool      // the runtime has no stream
+	// removals is what the connected stream tells of each kind of removal.
+	removals [numRemovalKinds]removalCoverage
+	// pendingUntold are the removals relists found untold, by ID, within
+	// untoldGrace; told holds when a DELETED came for an ID, for as long:
+	// a relist may settle a removal whose DELETED came while it inspected
+	// the pod. Both are bounded by the removals of that time.
+	pendingUntold map[string]untoldRemoval
+	told          map[string]time.Time
+}
+
+// removalCoverage is what a stream is found to tell of one kind of
+// removal, since it connected.
+type removalCoverage struct {
+	// known is what the runtime's adapter knows of it, if it says.
+	known runtime.Availability
+	// told is set once a DELETED event of the kind came.
+	told bool
 	// untold counts the removals relists found that the stream, connected
-	// meanwhile, did not tell, since it connected.
+	// meanwhile, did not tell, within untoldGrace.
 	untold int
+}
+
+// untoldRemoval is a removal a relist found, whose DELETED may still come.
+type untoldRemoval struct {
+	kind  removalKind
+	found time.Time
+}
+
+// tells reports whether the stream is taken to tell removals of the kind:
+// removals found untold outweigh a DELETED that came, which outweighs
+// what the adapter knows. Of a runtime that is not known, a stream is not
+// taken to tell them until it does.
+func (c removalCoverage) tells() bool {
+	switch {
+	case c.untold >= untoldRemovalsToWatch:
+		return false
+	case c.told:
+		return true
+	default:
+		return c.known == runtime.Supported
+	}
 }
 
 func newStreamSupervisor(src runtime.EventSource, opts Options, m *metrics.PLEG) *streamSupervisor {
@@ -88,11 +138,20 @@ func newStreamSupervisor(src runtime.EventSource, opts Options, m *metrics.PLEG)
 	}
 }
 
-func (s *streamSupervisor) up(at time.Time) {
+// up records that stream connected at at.
+func (s *streamSupervisor) up(at time.Time, stream runtime.EventStream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.connected, s.since, s.err, s.unsupported = true, at, nil, false
-	s.untold = 0
+	var known [numRemovalKinds]runtime.Availability
+	if r, ok := stream.(runtime.RemovalReporter); ok {
+		known[containerRemovals], known[podRemovals] = r.RemovalEvents()
+	}
+	for k := range s.removals {
+		s.removals[k] = removalCoverage{known: known[k]}
+	}
+	clear(s.pendingUntold)
+	clear(s.told)
 }
 
 func (s *streamSupervisor) down(at time.Time, err error, unsupported bool) {
@@ -119,26 +178,98 @@ func (s *streamSupervisor) snapshot() (connected bool, since time.Time, err erro
 	return s.connected, s.since, s.err, s.unsupported
 }
 
-// removalsUntold records n removals a relist found that no event told, of
-// items last observed at since: they count only if the stream was
-// connected since before. It reports whether they made the stream one that
-// does not tell removals.
-func (s *streamSupervisor) removalsUntold(n int, since time.Time) (turned bool) {
+// removalsUntold records removals of kind k (the IDs of what was removed)
+// a relist found at now that no event told, of items last observed at
+// since: they count only if the stream was connected since before, and
+// their DELETED does not come within untoldGrace.
+func (s *streamSupervisor) removalsUntold(k removalKind, ids []string, since, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.connected || since.IsZero() || !s.since.Before(since) {
-		return false
+	if len(ids) == 0 || !s.connected || since.IsZero() || !s.since.Before(since) {
+		return
 	}
-	before := s.untold
-	s.untold += n
-	return before < untoldRemovalsToRelist && s.untold >= untoldRemovalsToRelist
+	if s.pendingUntold == nil {
+		s.pendingUntold = make(map[string]untoldRemoval)
+	}
+	for _, id := range ids {
+		if _, ok := s.told[id]; !ok {
+			s.pendingUntold[id] = untoldRemoval{kind: k, found: now}
+		}
+	}
 }
 
-// tellsRemovals reports whether the stream is taken to tell removals.
-func (s *streamSupervisor) tellsRemovals() bool {
+// removalTold records that a DELETED event came for id at now, a removal
+// of kind k if known: a removal a relist found untold just before, or
+// finds just after, is told after all.
+func (s *streamSupervisor) removalTold(id string, k removalKind, known bool, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.untold < untoldRemovalsToRelist
+	if s.told == nil {
+		s.told = make(map[string]time.Time)
+	}
+	s.told[id] = now
+	if u, ok := s.pendingUntold[id]; ok {
+		k, known = u.kind, true
+		delete(s.pendingUntold, id)
+	}
+	if known {
+		s.removals[k].told = true
+	}
+}
+
+// judge counts as untold the removals whose DELETED did not come within
+// untoldGrace, and reports the kinds that turned untold. Callers hold mu.
+func (s *streamSupervisor) judge(now time.Time) (turned []removalKind) {
+	for id, at := range s.told {
+		if now.Sub(at) >= untoldGrace {
+			delete(s.told, id)
+		}
+	}
+	for id, u := range s.pendingUntold {
+		if now.Sub(u.found) < untoldGrace {
+			continue
+		}
+		delete(s.pendingUntold, id)
+		c := &s.removals[u.kind]
+		before := c.tells()
+		c.untold++
+		if before && !c.tells() {
+			turned = append(turned, u.kind)
+		}
+	}
+	return turned
+}
+
+// tellsRemovals reports whether the stream is taken to tell removals of
+// kind k, as of now.
+func (s *streamSupervisor) tellsRemovals(k removalKind, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.judgeAndSay(now)
+	return s.removals[k].tells()
+}
+
+// judgeAndSay is judge, saying when a kind turns untold. Callers hold mu.
+func (s *streamSupervisor) judgeAndSay(now time.Time) {
+	for _, turned := range s.judge(now) {
+		s.log.Info("The container event stream does not tell these removals; listing exited items every second to find them",
+			"kind", turned.String(), "period", removalPollPeriod)
+	}
+}
+
+// untoldRemovals returns the kinds of removal the stream is not taken to
+// tell.
+func (s *streamSupervisor) untoldRemovals() []removalKind {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.judgeAndSay(s.clock.Now())
+	var out []removalKind
+	for k, c := range s.removals {
+		if !c.tells() {
+			out = append(out, removalKind(k))
+		}
+	}
+	return out
 }
 
 // retryNow cuts a wait before the next attempt short: the runtime answers
@@ -154,6 +285,15 @@ func (s *streamSupervisor) retryNow() {
 // run keeps the stream open until ctx ends.
 func (s *streamSupervisor) run(ctx context.Context) {
 	defer s.attemptDone()
+	if s.watch != nil {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { s.watch.run(ctx) })
+	}
+	if s.retries != nil {
+		s.retries.start()
+		defer s.retries.stop()
+	}
 	delay := time.Duration(0)
 	backoff := retryMin
 	for {
@@ -178,7 +318,7 @@ func (s *streamSupervisor) run(ctx context.Context) {
 		if opened {
 			s.metrics.EventedConnectionSuccess.Inc()
 			s.metrics.StreamConnected.Set(1)
-			s.up(start)
+			s.up(start, stream)
 			s.attemptDone()
 			s.log.Info("Container event stream connected")
 			s.changed(true, false)

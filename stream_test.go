@@ -334,3 +334,50 @@ func TestStreamBackAsSoonAsTheRuntime(t *testing.T) {
 		}
 	})
 }
+
+// TestUntoldRemovals: a removal a relist found counts as untold only if
+// its DELETED neither came within untoldGrace before nor comes within it
+// after: containerd sends a pod's container DELETEDs before its sandbox's,
+// and a relist may list or inspect between. Three untold make a kind of
+// removal untold, whatever the runtime is known to do.
+func TestUntoldRemovals(t *testing.T) {
+	m, err := metrics.NewPLEG(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := Options{Clock: clock.RealClock{}, Logger: slog.New(slog.DiscardHandler)}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStreamSupervisor(nil, opts, m)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.up(t0, nil) // a stream that says nothing: the runtime is not known
+	s.removalTold("known", containerRemovals, true, t0)
+	since := t0.Add(time.Second)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+
+	// Told before the relist found it, told after, and untold.
+	s.removalTold("c1", containerRemovals, false, at(2*time.Second))
+	s.removalsUntold(containerRemovals, []string{"c1", "c2", "c3"}, since, at(3*time.Second))
+	s.removalTold("c2", containerRemovals, false, at(4*time.Second))
+	if !s.tellsRemovals(containerRemovals, at(10*time.Second)) {
+		t.Fatal("one removal untold made containers' untold")
+	}
+	s.removalsUntold(containerRemovals, []string{"c4", "c5"}, since, at(11*time.Second))
+	if !s.tellsRemovals(containerRemovals, at(12*time.Second)) {
+		t.Error("untold before their grace ran out")
+	}
+	if s.tellsRemovals(containerRemovals, at(11*time.Second+untoldGrace)) {
+		t.Error("three removals untold, and containers' still taken as told")
+	}
+	if s.tellsRemovals(podRemovals, at(20*time.Second)) {
+		t.Error("pod removals of a runtime not known, none seen, taken as told")
+	}
+	// Items observed before the stream connected count for nothing.
+	s.up(at(time.Minute), nil)
+	s.removalTold("x", podRemovals, true, at(time.Minute))
+	s.removalsUntold(podRemovals, []string{"p1", "p2", "p3"}, at(30*time.Second), at(time.Minute+time.Second))
+	if !s.tellsRemovals(podRemovals, at(2*time.Minute)) {
+		t.Error("removals of items last observed before the stream connected counted")
+	}
+}

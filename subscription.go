@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+
 	"github.com/plegkit/pleg/metrics"
 )
 
@@ -33,6 +34,9 @@ func (r podRef) appendTransition(out []Event, t transition, observed time.Time) 
 		}
 		ev := r.event(typ, observed)
 		ev.ContainerID, ev.ContainerName, ev.Sandbox = t.id, t.name, t.sandbox
+		if t.afterRestart {
+			ev.AfterRestart, ev.StartedAt, ev.FinishedAt = true, criTime(t.started), criTime(t.finished)
+		}
 		out = append(out, ev)
 	}
 	return out
@@ -77,6 +81,11 @@ type fanout struct {
 }
 
 func newFanout(capacity int, m *metrics.PLEG, log *slog.Logger) *fanout {
+	// Every type shows from the start, so that a rate of one is 0 rather
+	// than nothing.
+	for _, typ := range []EventType{ContainerStarted, ContainerDied, ContainerRemoved, PodSync, ConditionMet} {
+		m.Events.WithLabelValues(string(typ))
+	}
 	return &fanout{metrics: m, log: log, watch: make(chan Event, capacity), subs: make(map[*Subscription]struct{})}
 }
 
@@ -104,9 +113,14 @@ func (f *fanout) unsubscribe(s *Subscription) {
 	f.mu.Unlock()
 }
 
-func (f *fanout) publish(c *podChange) {
+// publish delivers c, whose events are events, and counts them in
+// pleg_events_total.
+func (f *fanout) publish(c *podChange, events []Event) {
+	for _, ev := range events {
+		f.metrics.Events.WithLabelValues(string(ev.Type)).Inc()
+	}
 	if f.watching.Load() {
-		for _, ev := range c.events() {
+		for _, ev := range events {
 			select {
 			case f.watch <- ev:
 			default:

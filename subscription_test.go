@@ -146,7 +146,7 @@ func TestSubscriptionCoalescing(t *testing.T) {
 					got = append(got, readAll(sub)...)
 					continue
 				}
-				f.publish(s.add)
+				f.publish(s.add, s.add.events())
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("delivered:\n got  %v\n want %v", got, tc.want)
@@ -175,7 +175,7 @@ func TestSubscriptionBoundsEndedLives(t *testing.T) {
 			st := change("p", "a:"+step).transitions[0]
 			st.id = id
 			c.transitions = []transition{st}
-			f.publish(c)
+			f.publish(c, c.events())
 		}
 	}
 	got := readAll(sub)
@@ -193,10 +193,10 @@ func TestSubscriptionBoundsEndedLives(t *testing.T) {
 func TestSubscriptionPerPodOrderWhileDelivering(t *testing.T) {
 	f := newTestFanout(t)
 	sub := f.subscribe()
-	f.publish(change("p", "a:none>run", "b:none>run"))
+	publishChange(f, change("p", "a:none>run", "b:none>run"))
 	first, _ := sub.TryNext() // p's batch is now being delivered
 	// A later change of a container in the batch must not overtake it.
-	f.publish(change("p", "a:run>exit"))
+	publishChange(f, change("p", "a:run>exit"))
 	rest := readAll(sub)
 	got := append([]ev{{first.PodUID, first.Type, first.ContainerID}}, rest...)
 	want := []ev{{"p", ContainerStarted, "a"}, {"p", ContainerStarted, "b"}, {"p", ContainerDied, "a"}}
@@ -224,7 +224,7 @@ func TestSubscriptionNextAndClose(t *testing.T) {
 		}
 		got <- e
 	}()
-	f.publish(change("p", "a:none>run"))
+	publishChange(f, change("p", "a:none>run"))
 	if e := <-got; e.Type != ContainerStarted || e.ContainerID != "a" || e.PodName != "n-p" {
 		t.Errorf("Next = %+v", e)
 	}
@@ -235,7 +235,7 @@ func TestSubscriptionNextAndClose(t *testing.T) {
 
 	sub.Close()
 	sub.Close()
-	f.publish(change("p", "a:run>exit"))
+	publishChange(f, change("p", "a:run>exit"))
 	if _, err := sub.Next(t.Context()); !errors.Is(err, ErrSubscriptionClosed) {
 		t.Errorf("Next after Close = %v, want ErrSubscriptionClosed", err)
 	}
@@ -388,3 +388,34 @@ func mapsEqual(a, b map[string]EventType) bool {
 	}
 	return true
 }
+
+// TestEventsAreCountedByType checks pleg_events_total: every event the
+// generator produced, by type, those of a subscriber that coalesced them
+// included; every type from the start.
+func TestEventsAreCountedByType(t *testing.T) {
+	f := newTestFanout(t)
+	for _, typ := range []EventType{ContainerStarted, ContainerDied, ContainerRemoved, PodSync, ConditionMet} {
+		if n := testutil.ToFloat64(f.metrics.Events.WithLabelValues(string(typ))); n != 0 {
+			t.Errorf("%s: %v before any event", typ, n)
+		}
+	}
+	lagging := f.subscribe()
+	defer lagging.Close()
+	publishChange(f, change("u1", "a:none>run", "b:none>exit"))
+	publishChange(f, change("u1", "a:run>exit", "b:exit>none"))
+	publishChange(f, change("u1", "a:unk>unk")) // ContainerChanged: not an event the kubelet's consumers get
+	sync := change("u2")
+	sync.podSync, sync.conditionMet = true, true
+	publishChange(f, sync)
+	want := map[EventType]float64{ContainerStarted: 1, ContainerDied: 2, ContainerRemoved: 1, PodSync: 1, ConditionMet: 1}
+	for typ, n := range want {
+		if got := testutil.ToFloat64(f.metrics.Events.WithLabelValues(string(typ))); got != n {
+			t.Errorf("%s: counted %v, want %v", typ, got, n)
+		}
+	}
+	if n := testutil.CollectAndCount(f.metrics.Events); n != len(want) {
+		t.Errorf("%d types counted, want %d", n, len(want))
+	}
+}
+
+func publishChange(f *fanout, c *podChange) { f.publish(c, c.events()) }

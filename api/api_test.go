@@ -22,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -81,7 +82,7 @@ func (h *healthy) check() (bool, error) { return h.ok, h.err }
 type fixture struct {
 	srv     *Server
 	ts      *httptest.Server
-	journal *Journal
+	journal *journal.Journal
 	health  *healthy
 }
 
@@ -89,13 +90,13 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
 	f := &fixture{health: &healthy{ok: true}}
 	if opts.Journal == nil {
-		opts.Journal = NewJournal(100, 1000)
+		opts.Journal = memJournal(100, 1000)
 	}
 	if opts.Cache == nil {
 		opts.Cache = testCache()
 	}
 	opts.Checks = []pleg.HealthCheck{{Name: "PLEG", Healthy: f.health.check}}
-	f.journal = opts.Journal
+	f.journal = opts.Journal.(*journal.Journal)
 	f.srv = NewServer(opts)
 	f.ts = httptest.NewServer(f.srv)
 	t.Cleanup(func() {
@@ -214,7 +215,7 @@ func next(t *testing.T, r *bufio.Reader) Event {
 
 func TestEventsLiveWithFilters(t *testing.T) {
 	f := newFixture(t, Options{})
-	f.journal.Append(event(pleg.ContainerStarted, "old", "shop", "x")) // before the client came
+	appendEvent(f.journal, event(pleg.ContainerStarted, "old", "shop", "x")) // before the client came
 	for _, tc := range []struct {
 		query string
 		want  []string // container names, in order
@@ -232,10 +233,10 @@ func TestEventsLiveWithFilters(t *testing.T) {
 				t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
 			start := f.journal.Last()
-			f.journal.Append(event(pleg.ContainerStarted, "web", "shop", "a"))
-			f.journal.Append(event(pleg.ContainerStarted, "db", "shop", "b"))
-			f.journal.Append(event(pleg.ContainerDied, "web", "shop", "c"))
-			f.journal.Append(event(pleg.ContainerStarted, "dns", "kube-system", "d"))
+			appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", "a"))
+			appendEvent(f.journal, event(pleg.ContainerStarted, "db", "shop", "b"))
+			appendEvent(f.journal, event(pleg.ContainerDied, "web", "shop", "c"))
+			appendEvent(f.journal, event(pleg.ContainerStarted, "dns", "kube-system", "d"))
 			var got []string
 			for range tc.want {
 				ev := next(t, r)
@@ -253,9 +254,9 @@ func TestEventsLiveWithFilters(t *testing.T) {
 
 func TestEventsLineFormat(t *testing.T) {
 	f := newFixture(t, Options{})
-	f.journal.Append(pleg.Event{Type: pleg.ContainerDied, PodUID: "u1", PodName: "web", PodNamespace: "shop",
+	appendEvent(f.journal, pleg.Event{Type: pleg.ContainerDied, PodUID: "u1", PodName: "web", PodNamespace: "shop",
 		ContainerID: "c1", ContainerName: "nginx", Observed: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)})
-	f.journal.Append(pleg.Event{Type: pleg.PodSync, PodUID: "u1", PodName: "web", PodNamespace: "shop", Observed: t0})
+	appendEvent(f.journal, pleg.Event{Type: pleg.PodSync, PodUID: "u1", PodName: "web", PodNamespace: "shop", Observed: t0})
 	_, r := f.stream(t, "?since=999")
 	var lines bytes.Buffer
 	for range 2 {
@@ -276,7 +277,7 @@ func TestEventsLineFormat(t *testing.T) {
 func TestEventsResumeWithoutDuplicatesOrHoles(t *testing.T) {
 	f := newFixture(t, Options{})
 	for i := range 10 {
-		f.journal.Append(event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
+		appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
 	}
 	// A client read up to 1004, then came back.
 	_, r := f.stream(t, "?since=1004")
@@ -294,9 +295,9 @@ func TestEventsResumeWithoutDuplicatesOrHoles(t *testing.T) {
 }
 
 func TestEventsGapWhenTheRingMovedOn(t *testing.T) {
-	f := newFixture(t, Options{Journal: NewJournal(4, 1000)})
+	f := newFixture(t, Options{Journal: memJournal(4, 1000)})
 	for i := range 10 { // 1000..1009; the ring keeps 1006..1009
-		f.journal.Append(event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
+		appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
 	}
 	_, r := f.stream(t, "?since=1001&type=ContainerDied")
 	gap := next(t, r)
@@ -315,7 +316,7 @@ func TestEventsGapWhenTheRingMovedOn(t *testing.T) {
 
 func TestEventsBadQueries(t *testing.T) {
 	f := newFixture(t, Options{})
-	f.journal.Append(event(pleg.ContainerStarted, "web", "shop", "a")) // 1000
+	appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", "a")) // 1000
 	for _, tc := range []struct {
 		query, header, want string
 	}{
@@ -350,7 +351,7 @@ func TestEventStreamCap(t *testing.T) {
 // waits for it, other clients get everything, and the server cuts it once
 // a write stalls past the write timeout, freeing its stream slot.
 func TestClientThatNeverReads(t *testing.T) {
-	f := newFixture(t, Options{MaxStreams: 2, WriteTimeout: 3 * time.Second, Journal: NewJournal(1<<16, 1)})
+	f := newFixture(t, Options{MaxStreams: 2, WriteTimeout: 3 * time.Second, Journal: memJournal(1<<16, 1)})
 	conn, err := net.Dial("tcp", f.ts.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +387,7 @@ func TestClientThatNeverReads(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range n {
-			f.journal.Append(pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
+			appendEvent(f.journal, pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
 		}
 	}()
 	select {
@@ -420,40 +421,6 @@ func TestCloseEndsStreams(t *testing.T) {
 	}
 }
 
-func TestJournal(t *testing.T) {
-	j := NewJournal(3, 10)
-	if j.Last() != 9 {
-		t.Errorf("empty journal Last = %d, want 9", j.Last())
-	}
-	events, gap, grew := j.Read(0, 10)
-	if len(events) != 0 || gap != nil {
-		t.Errorf("empty journal read %v %v", events, gap)
-	}
-	j.Append(event(pleg.ContainerStarted, "p", "ns", "a"))
-	select {
-	case <-grew:
-	default:
-		t.Error("grew not closed by an append")
-	}
-	for _, c := range []string{"b", "c", "d"} {
-		j.Append(event(pleg.ContainerStarted, "p", "ns", c))
-	}
-	// Holds 11..13; 10 was evicted.
-	events, gap, _ = j.Read(9, 10)
-	if gap == nil || gap.From != 10 || gap.To != 10 || len(events) != 3 || events[0].Seq != 11 || events[2].ContainerName != "d" {
-		t.Errorf("Read(9) = %+v, gap %+v", events, gap)
-	}
-	events, gap, _ = j.Read(11, 1)
-	if gap != nil || len(events) != 1 || events[0].Seq != 12 {
-		t.Errorf("Read(11, max 1) = %+v, gap %+v", events, gap)
-	}
-	// An old sequence number from an earlier run reads as a gap.
-	_, gap, _ = j.Read(3, 10)
-	if gap == nil || gap.From != 4 || gap.To != 10 {
-		t.Errorf("Read(3) gap %+v, want 4..10", gap)
-	}
-}
-
 func TestWritePodListMatchesNewPodList(t *testing.T) {
 	c := testCache()
 	var streamed, whole bytes.Buffer
@@ -473,7 +440,7 @@ func TestWritePodListMatchesNewPodList(t *testing.T) {
 func TestHealthzVerboseAndMode(t *testing.T) {
 	f := &fixture{health: &healthy{ok: true}}
 	srv := NewServer(Options{
-		Cache: testCache(), Journal: NewJournal(10, 1),
+		Cache: testCache(), Journal: memJournal(10, 1),
 		Checks:  []pleg.HealthCheck{{Name: "PLEG", Healthy: f.health.check}},
 		Mode:    func() (string, string) { return "evented", "mode auto: evented since 10:00" },
 		Details: func() []string { return []string{"runtime: event stream: supported"} },

@@ -19,7 +19,7 @@ import (
 // NDJSON over HTTP on loopback.
 func BenchmarkEventsTo10Clients(b *testing.B) {
 	const clients = 10
-	j := NewJournal(1<<20, 1)
+	j := memJournal(1<<20, 1)
 	srv := NewServer(Options{Cache: podcache.New(), Journal: j})
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
@@ -59,7 +59,7 @@ func BenchmarkEventsTo10Clients(b *testing.B) {
 	ready.Wait()
 	b.ResetTimer()
 	for range b.N {
-		j.Append(ev)
+		appendEvent(j, ev)
 	}
 	done.Wait()
 	b.StopTimer()

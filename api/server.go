@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/podcache"
 )
 
@@ -47,6 +48,16 @@ type Cache interface {
 	GlobalTime() time.Time
 }
 
+// EventLog is what GET /v1/events reads: package journal's Journal.
+type EventLog interface {
+	// Last returns the number of the latest entry.
+	Last() uint64
+	// Read returns up to max entries numbered after `after`, with a gap
+	// first if the log no longer holds some of them, and a channel closed
+	// when the log next grows.
+	Read(after uint64, max int) ([]journal.Entry, <-chan struct{})
+}
+
 // Options configure a Server.
 type Options struct {
 	// Checks are the health checks of /healthz; /readyz runs them too.
@@ -63,7 +74,8 @@ type Options struct {
 	// mode's: what the runtime can do, say.
 	Details func() []string
 	Cache   Cache
-	Journal *Journal
+	// Journal is what /v1/events reads.
+	Journal EventLog
 	// Gatherer serves /metrics; nil serves none.
 	Gatherer prometheus.Gatherer
 	// Profiling serves Go's profiles under /debug/pprof/.
@@ -655,19 +667,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	idle := time.NewTimer(s.opts.StreamIdleTimeout)
 	defer idle.Stop()
 	for {
-		events, gap, grew := j.Read(cursor, replayBatch)
+		entries, grew := j.Read(cursor, replayBatch)
 		sent := false
-		if gap != nil {
-			gap.Time = time.Now().UTC()
-			if err := writeEvent(bw, gap, q.sse); err != nil {
-				return
-			}
-			cursor, sent = gap.To, true
-		}
-		for i := range events {
-			cursor = events[i].Seq
-			if q.Match(&events[i]) {
-				if err := writeEvent(bw, &events[i], q.sse); err != nil {
+		for _, e := range entries {
+			cursor = e.Seq
+			ev := NewEntry(e)
+			if q.Match(&ev) {
+				if err := writeEvent(bw, &ev, q.sse); err != nil {
 					return
 				}
 				sent = true
@@ -676,7 +682,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if sent {
 			idle.Reset(s.opts.StreamIdleTimeout)
 		}
-		if gap != nil || len(events) > 0 {
+		if len(entries) > 0 {
 			if err := flush(); err != nil {
 				s.opts.Logger.Debug("Event stream client gone or too slow", "client", client, "err", err)
 				return

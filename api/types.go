@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -28,10 +29,10 @@ const TypeGap = "Gap"
 
 // Event is one line of GET /v1/events.
 type Event struct {
-	// Seq orders events; a client resumes after the last one it read. Seq
-	// starts at the daemon's start time in microseconds, so it keeps
-	// growing across restarts and an old Seq reads as a gap, not as a
-	// position in the new run.
+	// Seq orders events; a client resumes after the last one it read.
+	// With a state directory, numbers go on across restarts and never go
+	// back; without one, each run starts at its start time in
+	// microseconds, so that an earlier run's number reads as a gap.
 	Seq  uint64    `json:"seq"`
 	Time time.Time `json:"time"`
 	Type string    `json:"type"`
@@ -42,6 +43,13 @@ type Event struct {
 	ContainerID   string `json:"containerID,omitempty"`
 	ContainerName string `json:"containerName,omitempty"`
 	Sandbox       bool   `json:"sandbox,omitempty"`
+
+	// AfterRestart marks a change that happened while pleg was not
+	// running, found when it started again; StartedAt and FinishedAt are
+	// then the container's own times, where the runtime reports them.
+	AfterRestart bool       `json:"afterRestart,omitempty"`
+	StartedAt    *time.Time `json:"startedAt,omitempty"`
+	FinishedAt   *time.Time `json:"finishedAt,omitempty"`
 
 	// From and To bound the missing sequence numbers of a Gap, inclusive;
 	// the stream goes on after To. From is above To for a client whose
@@ -57,7 +65,25 @@ func NewEvent(seq uint64, ev pleg.Event) Event {
 		Seq: seq, Time: ev.Observed.UTC(), Type: string(ev.Type),
 		PodUID: ev.PodUID, PodName: ev.PodName, PodNamespace: ev.PodNamespace,
 		ContainerID: ev.ContainerID, ContainerName: ev.ContainerName, Sandbox: ev.Sandbox,
+		AfterRestart: ev.AfterRestart, StartedAt: utc(ev.StartedAt), FinishedAt: utc(ev.FinishedAt),
 	}
+}
+
+// NewEntry is a journal entry as the API shows it: an event, or a gap
+// stamped with the time it is told.
+func NewEntry(e journal.Entry) Event {
+	if e.Gap {
+		return Event{Seq: e.Seq, Time: time.Now().UTC(), Type: TypeGap, From: e.From, To: e.To}
+	}
+	return NewEvent(e.Seq, e.Event)
+}
+
+func utc(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // PodList is the answer to GET /v1/pods.

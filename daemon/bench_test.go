@@ -45,7 +45,7 @@ func BenchmarkDaemonRSS10kPods(b *testing.B) {
 	}
 	addr := lis.Addr().String()
 	lis.Close()
-	daemon := start("run", "-r", "unix://"+sock, "--listen", addr)
+	daemon := start("run", "-r", "unix://"+sock, "--listen", addr, "--state-dir", "")
 
 	base := "http://" + addr
 	deadline := time.Now().Add(2 * time.Minute)
@@ -151,7 +151,8 @@ func BenchmarkIdleCPU100Pods(b *testing.B) {
 			}
 			addr := lis.Addr().String()
 			lis.Close()
-			daemon := start("run", "-r", "unix://"+sock, "--listen", addr, "--mode", mode.mode, "--evented-relist-period", mode.period)
+			daemon := start("run", "-r", "unix://"+sock, "--listen", addr, "--mode", mode.mode, "--evented-relist-period", mode.period,
+				"--state-dir", "")
 			deadline := time.Now().Add(time.Minute)
 			for !runningPods("http://"+addr, 100) {
 				if time.Now().After(deadline) {

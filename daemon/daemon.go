@@ -1,6 +1,7 @@
 // Package daemon assembles the node daemon that `pleg run` runs: a
-// generator over a runtime, its pod cache and metrics, the event journal
-// and the HTTP API, run until told to stop.
+// generator over a runtime, its pod cache and metrics, the journal it
+// commits its events to (on disk with a state directory) and the HTTP API,
+// run until told to stop.
 //
 // An embedder with a runtime of its own gets the whole daemon, API and
 // journal included, from New and Run; see the package example. The parts
@@ -21,6 +22,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/podcache"
@@ -30,7 +32,9 @@ import (
 // Defaults of Config.
 const (
 	DefaultListen      = "127.0.0.1:9847"
-	DefaultEventBuffer = 65536
+	DefaultEventBuffer = journal.DefaultMaxEvents
+	// DefaultStateDir is where `pleg run` keeps its journal on a node.
+	DefaultStateDir = "/var/lib/pleg"
 )
 
 // Config configures a Daemon.
@@ -57,8 +61,19 @@ type Config struct {
 	// github.com/prometheus/exporter-toolkit) for every listener; empty
 	// for plain HTTP.
 	WebConfigFile string
-	// EventBuffer is how many events /v1/events can resume from.
-	EventBuffer int
+	// EventBuffer and EventBufferBytes bound the events /v1/events can
+	// resume from, by count and by encoded size; defaults 65,536 and
+	// 32 MiB.
+	EventBuffer      int
+	EventBufferBytes int64
+	// StateDir keeps the journal (the events, numbered, and what was last
+	// reported of every container) across restarts; empty keeps it in
+	// memory, and a restart reports every container again. See package
+	// journal.
+	StateDir string
+	// StateSync is how often the journal's writes are forced to disk
+	// (journal.Options.Sync): what a machine that goes down may lose.
+	StateSync time.Duration
 	// MaxStreams, MaxStreamsPerClient and StreamIdleTimeout bound the
 	// /v1/events streams; zero takes api's defaults.
 	MaxStreams          int
@@ -81,10 +96,11 @@ type Daemon struct {
 	Gen      *pleg.Generator
 	Cache    *podcache.Cache
 	Registry *prometheus.Registry
-	Journal  *api.Journal
+	Journal  *journal.Journal
 	API      *api.Server
 	servers  []*server // the API's, then the metrics' if any
 	kube     *kubereport.Reporter
+	build    *metrics.BuildInfo
 }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
@@ -111,24 +127,36 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	build, err := newBuildInfo(reg)
+	if err != nil {
+		return nil, err
+	}
 	conns, err := newConnMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
+	jn, err := journal.Open(journal.Options{
+		Dir: cfg.StateDir, MaxEvents: cfg.EventBuffer, MaxBytes: cfg.EventBufferBytes, Sync: cfg.StateSync,
+		Logger: cfg.Logger, Registerer: reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
 	cache := podcache.New()
 	opts := cfg.Generator
-	opts.Cache, opts.Registerer, opts.Logger = cache, reg, cfg.Logger
+	opts.Cache, opts.Store, opts.Registerer, opts.Logger = cache, jn, reg, cfg.Logger
 	gen, err := pleg.New(runtime.Instrument(cfg.Runtime, ops), opts)
 	if err != nil {
+		jn.Close()
 		return nil, err
 	}
 	kube, err := newKubeReporter(cfg, gen, reg)
 	if err != nil {
+		jn.Close()
 		return nil, err
 	}
-	journal := api.NewJournal(cfg.EventBuffer, uint64(time.Now().UnixMicro()))
 	d := &Daemon{
-		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: journal, kube: kube,
+		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: jn, kube: kube, build: build,
 		API: api.NewServer(api.Options{
 			Checks: []pleg.HealthCheck{gen.HealthCheck()},
 			Ready: func() (bool, error) {
@@ -143,9 +171,9 @@ func New(cfg Config) (*Daemon, error) {
 				st := gen.Status()
 				return string(st.InForce()), st.String()
 			},
-			Details:             runtimeDetails(cfg.Runtime),
+			Details:             details(cfg.Runtime, jn),
 			Cache:               cache,
-			Journal:             journal,
+			Journal:             jn,
 			Gatherer:            reg,
 			MaxStreams:          cfg.MaxStreams,
 			MaxStreamsPerClient: cfg.MaxStreamsPerClient,
@@ -157,6 +185,7 @@ func New(cfg Config) (*Daemon, error) {
 	limits := cfg.Limits.withDefaults()
 	lis, err := Listen(cfg.Listen, cfg.ListenGroup)
 	if err != nil {
+		jn.Close()
 		return nil, err
 	}
 	d.servers = append(d.servers, newServer("api", lis, d.API, limits, conns, cfg.Logger))
@@ -164,6 +193,7 @@ func New(cfg Config) (*Daemon, error) {
 		mlis, err := Listen(cfg.MetricsListen, cfg.ListenGroup)
 		if err != nil {
 			lis.Close()
+			jn.Close()
 			return nil, err
 		}
 		d.servers = append(d.servers, newServer("metrics", mlis, d.API.Probes(), limits, conns, cfg.Logger))
@@ -176,20 +206,39 @@ func New(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// runtimeDetails are the lines /healthz?verbose tells of the runtime:
-// what it can do, as far as the daemon's calls showed it, when the
-// runtime reports that (the CRI adapter does).
-func runtimeDetails(rt runtime.Runtime) func() []string {
-	cr, ok := rt.(runtime.CapabilityReporter)
-	if !ok {
-		return nil
-	}
+// details are the lines /healthz?verbose and /readyz?verbose tell after
+// the checks: what the runtime can do, as far as the daemon's calls showed
+// it, when the runtime reports that (the CRI adapter does), and how the
+// journal fares.
+func details(rt runtime.Runtime, jn *journal.Journal) func() []string {
+	cr, _ := rt.(runtime.CapabilityReporter)
 	return func() []string {
-		lines := cr.Capabilities().Lines()
-		for i, l := range lines {
-			lines[i] = "runtime " + l
+		var lines []string
+		if cr != nil {
+			for _, l := range cr.Capabilities().Lines() {
+				lines = append(lines, "runtime "+l)
+			}
 		}
-		return lines
+		return append(lines, jn.Status().String())
+	}
+}
+
+// startVersionWatch keeps pleg_build_info's runtime labels current, when
+// the runtime tells its version, and returns what stops it.
+func (d *Daemon) startVersionWatch() (stop func()) {
+	rt, ok := d.cfg.Runtime.(versioner)
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchRuntimeVersion(ctx, rt, d.build, d.cfg.Logger)
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 
@@ -215,16 +264,9 @@ const shutdownTimeout = api.DefaultWriteTimeout + 5*time.Second
 // listeners close (a unix socket is removed), the generator stops. It
 // returns nil after a clean stop.
 func (d *Daemon) Run(ctx context.Context) error {
-	sub := d.Gen.Subscribe()
-	defer sub.Close()
-	journalCtx, stopJournal := context.WithCancel(context.Background())
-	journalDone := make(chan struct{})
-	go func() {
-		defer close(journalDone)
-		d.Journal.Run(journalCtx, sub)
-	}()
 	d.Gen.Start()
 	stopKube := startKube(d.kube, d.cfg.Logger)
+	stopVersion := d.startVersionWatch()
 
 	served := make(chan error, len(d.servers))
 	for _, s := range d.servers {
@@ -271,8 +313,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = s.lis.Close()
 	}
 	stopKube()
+	stopVersion()
 	d.Gen.Stop()
-	stopJournal()
-	<-journalDone
+	if jerr := d.Journal.Close(); jerr != nil {
+		d.cfg.Logger.Error("Closing the journal", "err", jerr)
+	}
 	return err
 }

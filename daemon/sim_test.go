@@ -64,3 +64,38 @@ func TestHealthzFollowsAHungRuntime(t *testing.T) {
 		return code == 200 && body == "ok\n"
 	})
 }
+
+// TestBuildInfoTellsTheRuntime reads pleg_build_info over the simulator:
+// pleg's version and revision, then the runtime's name and version once
+// it answered its Version call.
+func TestBuildInfoTellsTheRuntime(t *testing.T) {
+	s := simtest.Start(t, sim.Options{Pods: 1, Containers: 1, Seed: 2})
+	rt, err := cri.New(cri.Options{Endpoint: s.Endpoint(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	d, _ := runDaemon(t, Config{Runtime: rt, Listen: "127.0.0.1:0"})
+	var got map[string]string
+	eventually(t, "pleg_build_info with the runtime's version", func() bool {
+		families, err := d.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "pleg_build_info" && len(f.GetMetric()) == 1 {
+				got = map[string]string{}
+				for _, l := range f.GetMetric()[0].GetLabel() {
+					got[l.GetName()] = l.GetValue()
+				}
+			}
+		}
+		return got["runtime"] != ""
+	})
+	if got["runtime"] != sim.RuntimeName || got["runtime_version"] != sim.RuntimeVersion {
+		t.Errorf("runtime %q %q, want the simulator's %q %q", got["runtime"], got["runtime_version"], sim.RuntimeName, sim.RuntimeVersion)
+	}
+	if got["version"] == "" || got["revision"] == "" || got["goversion"] == "" {
+		t.Errorf("labels %v: want pleg's version, revision and Go version", got)
+	}
+}

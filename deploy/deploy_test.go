@@ -5,7 +5,10 @@ package deploy
 
 import (
 	"bufio"
+	"fmt"
 	"os"
+	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,8 +20,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 
+	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
 )
 
@@ -185,28 +192,12 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 }
 
-// rules mirrors the Prometheus rule file format.
-type rules struct {
-	Groups []struct {
-		Name  string `json:"name"`
-		Rules []struct {
-			Record      string            `json:"record"`
-			Alert       string            `json:"alert"`
-			Expr        string            `json:"expr"`
-			For         string            `json:"for"`
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"rules"`
-	} `json:"groups"`
-}
-
 func TestPrometheusRules(t *testing.T) {
-	var r rules
-	if err := yaml.UnmarshalStrict(read(t, "prometheus-rules.yaml"), &r); err != nil {
-		t.Fatalf("prometheus-rules.yaml: %v", err)
+	r, err := promtest.ParseRules(read(t, "prometheus-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	known := exportedMetrics(t)
-	runbooks := readmeSections(t)
 	recorded := map[string]bool{}
 	alerts := map[string]string{}
 	name := regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
@@ -220,14 +211,10 @@ func TestPrometheusRules(t *testing.T) {
 			}
 			if rule.Alert != "" {
 				alerts[rule.Alert] = rule.Expr
-				if rule.For == "" || rule.Labels["severity"] == "" || rule.Annotations["summary"] == "" {
-					t.Errorf("alert %s: want for, a severity label and a summary", rule.Alert)
-				}
-				if url := rule.Annotations["runbook_url"]; !runbooks[url] {
-					t.Errorf("alert %s: runbook_url %q is no section of the README", rule.Alert, url)
-				}
+				checkAlert(t, rule)
 			}
-			for _, series := range name.FindAllString(rule.Expr, -1) {
+			// Ranges and subqueries ("[5m]", "[2m:]") hold no names.
+			for _, series := range name.FindAllString(brackets.ReplaceAllString(rule.Expr, ""), -1) {
 				if strings.Contains(series, ":") {
 					if !recorded[series] {
 						t.Errorf("rule %s%s uses %s, which no rule records", rule.Record, rule.Alert, series)
@@ -242,8 +229,12 @@ func TestPrometheusRules(t *testing.T) {
 					t.Errorf("rule %s%s uses %s, which pleg does not export", rule.Record, rule.Alert, series)
 				}
 			}
-			if strings.Contains(rule.Expr, "kubelet_") && !strings.Contains(rule.Expr, `job="pleg"`) {
-				t.Errorf("rule %s%s reads kubelet_ metrics without job=\"pleg\": it would mix in the kubelet's own", rule.Record, rule.Alert)
+			// Every selector of a series: pleg's carry the kubelet's
+			// names, and up is every job's.
+			for _, sel := range selector.FindAllStringSubmatch(rule.Expr, -1) {
+				if !strings.Contains(sel[2], `job="pleg"`) {
+					t.Errorf("rule %s%s selects %s without job=\"pleg\": it would mix in other jobs' series", rule.Record, rule.Alert, sel[1])
+				}
 			}
 		}
 	}
@@ -253,15 +244,90 @@ func TestPrometheusRules(t *testing.T) {
 	if !strings.Contains(alerts["PlegNotHealthy"], "time() - kubelet_pleg_last_seen_seconds") {
 		t.Errorf("PlegNotHealthy = %q: want the staleness of kubelet_pleg_last_seen_seconds", alerts["PlegNotHealthy"])
 	}
+	for _, want := range []string{"PlegDown", "PlegAbsent", "PlegKubeReportsFailing", "PlegRelistHung"} {
+		if alerts[want] == "" {
+			t.Errorf("no alert %s", want)
+		}
+	}
 }
 
-// readmeSections are the URLs of the README's sections, as GitHub anchors
-// them.
-func readmeSections(t *testing.T) map[string]bool {
-	urls := map[string]bool{}
-	for line := range strings.Lines(string(read(t, "../README.md"))) {
-		heading, ok := strings.CutPrefix(line, "## ")
-		if !ok {
+var brackets = regexp.MustCompile(`\[[^\]]*\]`)
+
+// selector matches a series and its label matchers: kubelet_*, pleg_*
+// and up, with or without braces.
+var selector = regexp.MustCompile(`(?:^|[^:\w])((?:kubelet|pleg)_\w*|up\b)(\{[^}]*\})?`)
+
+// checkAlert checks what a receiver of the alert gets: a severity, a
+// summary, a description, and a runbook section that exists.
+func checkAlert(t *testing.T, rule promtest.RuleSpec) {
+	t.Helper()
+	if rule.For == "" {
+		t.Errorf("alert %s: no for", rule.Alert)
+	}
+	if !slices.Contains([]string{"critical", "warning", "info"}, rule.Labels["severity"]) {
+		t.Errorf("alert %s: severity %q, want critical, warning or info", rule.Alert, rule.Labels["severity"])
+	}
+	for _, a := range []string{"summary", "description", "runbook_url"} {
+		if rule.Annotations[a] == "" {
+			t.Errorf("alert %s: no %s", rule.Alert, a)
+		}
+	}
+	if err := runbookExists(rule.Annotations["runbook_url"]); err != nil {
+		t.Errorf("alert %s: %v", rule.Alert, err)
+	}
+}
+
+// repoURL is where the repository is published: runbook URLs point into
+// it, at a section of a Markdown file.
+const repoURL = "https://github.com/plegkit/pleg"
+
+// runbookExists checks that url names a heading of a Markdown file of
+// this repository: repoURL#anchor for the README,
+// repoURL/blob/REF/PATH#anchor for another file, repoURL/tree/REF/DIR#anchor
+// for a directory's README.
+func runbookExists(url string) error {
+	rest, ok := strings.CutPrefix(url, repoURL)
+	if !ok {
+		return fmt.Errorf("runbook_url %q is not in %s", url, repoURL)
+	}
+	page, anchor, ok := strings.Cut(rest, "#")
+	if !ok || anchor == "" {
+		return fmt.Errorf("runbook_url %q names no section", url)
+	}
+	file := "README.md"
+	if page != "" && page != "/" {
+		parts := strings.SplitN(strings.TrimPrefix(page, "/"), "/", 3)
+		if len(parts) != 3 || parts[0] != "blob" && parts[0] != "tree" {
+			return fmt.Errorf("runbook_url %q: want %s/blob/REF/PATH#section", url, repoURL)
+		}
+		file = parts[2]
+		if parts[0] == "tree" {
+			file = path.Join(file, "README.md")
+		}
+	}
+	data, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(file)))
+	if err != nil {
+		return fmt.Errorf("runbook_url %q: %w", url, err)
+	}
+	if !slices.Contains(headingAnchors(string(data)), anchor) {
+		return fmt.Errorf("runbook_url %q: %s has no section #%s", url, file, anchor)
+	}
+	return nil
+}
+
+// headingAnchors are the anchors GitHub gives the headings of a Markdown
+// text: lower case, spaces as hyphens, other punctuation dropped, a
+// repeated one numbered.
+func headingAnchors(md string) []string {
+	var anchors []string
+	seen := map[string]int{}
+	fenced := false
+	for line := range strings.Lines(md) {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		heading := strings.TrimLeft(line, "#")
+		if fenced || len(heading) == len(line) || len(line)-len(heading) > 6 || !strings.HasPrefix(heading, " ") {
 			continue
 		}
 		anchor := strings.Map(func(r rune) rune {
@@ -273,9 +339,15 @@ func readmeSections(t *testing.T) map[string]bool {
 			}
 			return -1
 		}, strings.TrimSpace(heading))
-		urls["https://github.com/plegkit/pleg#"+anchor] = true
+		if n := seen[anchor]; n > 0 {
+			seen[anchor]++
+			anchor = fmt.Sprintf("%s-%d", anchor, n)
+		} else {
+			seen[anchor] = 1
+		}
+		anchors = append(anchors, anchor)
 	}
-	return urls
+	return anchors
 }
 
 // exportedMetrics are the names of the daemon's PLEG and runtime metrics.
@@ -291,6 +363,10 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	ops.Observe("list_containers", 0, nil)
+	// The reporter's counter shows each result from the start.
+	if _, err := kubereport.New(noStatus{}, kubereport.Config{NodeName: "node-1", Client: fake.NewClientset(), Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +377,11 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	}
 	return names
 }
+
+// noStatus is a kubereport.Source with nothing to say.
+type noStatus struct{}
+
+func (noStatus) Status() pleg.Status { return pleg.Status{} }
 
 func TestSystemdUnit(t *testing.T) {
 	sections := map[string]map[string]string{}
@@ -327,14 +408,5 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	if sections["Service"]["Restart"] == "" || sections["Install"]["WantedBy"] == "" || sections["Unit"]["After"] == "" {
 		t.Errorf("want Restart, After and WantedBy set: %v", sections)
-	}
-}
-
-func TestDockerfile(t *testing.T) {
-	df := string(read(t, "Dockerfile"))
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/pleg", "FROM scratch", `ENTRYPOINT ["/pleg"]`} {
-		if !strings.Contains(df, want) {
-			t.Errorf("Dockerfile lacks %q", want)
-		}
 	}
 }

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -62,5 +63,44 @@ func TestRBAC(t *testing.T) {
 	})
 	if !nodeName {
 		t.Errorf("env %+v: want NODE_NAME from the downward API's spec.nodeName", c.Env)
+	}
+}
+
+// TestKustomization checks that kustomization.yaml lists exactly the
+// files of deploy/ that hold Kubernetes objects.
+func TestKustomization(t *testing.T) {
+	var k struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+	}
+	if err := yaml.UnmarshalStrict(read(t, "kustomization.yaml"), &k); err != nil {
+		t.Fatal(err)
+	}
+	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
+		t.Errorf("%s %s: want a kustomize.config.k8s.io/v1beta1 Kustomization", k.APIVersion, k.Kind)
+	}
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range files {
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		first, _, _ := bytes.Cut(read(t, f), []byte("\n---\n"))
+		if err := yaml.Unmarshal(first, &obj); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if obj.Kind != "" && obj.Kind != "Kustomization" {
+			want = append(want, f)
+		}
+	}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(k.Resources))
+	if !slices.Equal(got, want) {
+		t.Errorf("kustomization resources %v, want the manifests %v", got, want)
 	}
 }

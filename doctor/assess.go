@@ -510,6 +510,15 @@ func (a *assessment) support() {
 			Action:   "Evented mode is not available: pleg relists every second, as the kubelet does. containerd 2.x has the stream; CRI-O needs enable_pod_events = true.",
 		})
 	}
+	if s.ContainerEvents.Availability == Supported && s.PodRemovalEvents.Availability == Unsupported {
+		a.add(Finding{
+			ID: "untold-pod-removals", Severity: Info, Operation: "get_container_events",
+			Title:    "The event stream does not tell when a pod is removed",
+			Evidence: []string{"pod removal events: " + s.PodRemovalEvents.Detail},
+			Action: "pleg in evented mode lists the exited sandboxes every second to find those removals, " +
+				"at no cost while every pod runs; the kubelet's Evented PLEG sees them only at its relist, every 300 s.",
+		})
+	}
 	large := false
 	for _, l := range a.r.Lists {
 		large = large || float64(l.Bytes) >= float64(l.LimitBytes)/2

@@ -227,6 +227,16 @@ func TestAssess(t *testing.T) {
 			want: []string{"list-near-limit", "no-streaming-lists"}, verdict: AtRisk,
 		},
 		{
+			name: "CRI-O: an event stream that does not tell pod removals",
+			report: func() *Report {
+				r := fakeReport(fastPods(3)...)
+				r.Runtime.Name = "cri-o"
+				r.Support.PodRemovalEvents = Probe{Availability: Unsupported, Detail: "known of CRI-O: no event when a pod is removed"}
+				return r
+			},
+			want: []string{"untold-pod-removals"}, verdict: Healthy,
+		},
+		{
 			name: "a failing list",
 			report: func() *Report {
 				r := fakeReport(fastPods(3)...)

@@ -185,6 +185,7 @@ func newDiagnosis(client runtimeapi.RuntimeServiceClient, opts Options) *diagnos
 			StreamContainers:        Probe{Availability: Unknown, Detail: "not probed"},
 			ContainerEvents:         Probe{Availability: Unknown, Detail: "not probed"},
 			SandboxStatusContainers: Probe{Availability: Unknown, Detail: "no pod inspected"},
+			PodRemovalEvents:        Probe{Availability: Unknown, Detail: "runtime not identified"},
 		},
 		Inspection: Inspection{Concurrency: opts.Concurrency, CallTimeoutSeconds: seconds(opts.CallTimeout)},
 	}
@@ -265,6 +266,8 @@ func (d *diagnosis) identify(ctx context.Context) bool {
 	}
 	rt.Reachable = true
 	rt.Name, rt.Version, rt.APIVersion = v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion()
+	_, pods := cri.KnownRemovalEvents(rt.Name)
+	d.rep.Support.PodRemovalEvents = Probe{Availability: Availability(pods.Availability), Detail: pods.Detail}
 
 	var s *runtimeapi.StatusResponse
 	c = d.timed(ctx, runtime.OpStatus, func(ctx context.Context) (err error) {

@@ -157,6 +157,9 @@ type Support struct {
 	// SandboxStatusContainers: PodSandboxStatus answers with a Timestamp
 	// and its containers' statuses, which spares a call per container.
 	SandboxStatusContainers Probe `json:"sandboxStatusContainers"`
+	// PodRemovalEvents: the event stream tells when a pod is removed
+	// (CRI-O's does not), known of the runtime by its name.
+	PodRemovalEvents Probe `json:"podRemovalEvents"`
 }
 
 // Operation summarizes the timed calls of one CRI operation.

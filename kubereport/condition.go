@@ -35,6 +35,10 @@ type conditionWriter struct {
 	heartbeat   time.Duration
 	spread      spreader
 
+	// onStored, if set, is told the condition the API server holds, each
+	// time the writer learns it.
+	onStored func(*corev1.NodeCondition)
+
 	// notify wakes run when the verdict changes.
 	notify chan struct{}
 
@@ -176,6 +180,7 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 		}
 	}
 	if w.stored != nil && same(w.stored, want) && now.Before(w.beatDue) {
+		w.store(w.stored)
 		w.written(want)
 		return w.beatDue
 	}
@@ -201,11 +206,21 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 	} else {
 		w.beatDue = now.Add(w.spread.heartbeat(w.heartbeat))
 	}
-	if w.stored = find(node); w.stored == nil {
-		w.stored = &sent
+	if got := find(node); got != nil {
+		w.store(got)
+	} else {
+		w.store(&sent)
 	}
 	w.written(want)
 	return w.beatDue
+}
+
+// store records c as the condition the API server holds.
+func (w *conditionWriter) store(c *corev1.NodeCondition) {
+	w.stored = c
+	if w.onStored != nil {
+		w.onStored(c)
+	}
 }
 
 // patch writes v as the condition, its status holding since since, and
@@ -235,12 +250,16 @@ func (w *conditionWriter) patch(ctx context.Context, v verdict, since, now time.
 // stop writes the condition as Unknown, once, within ctx: pleg stops, and
 // nothing will refresh what it said last. Call it after run has returned.
 func (w *conditionWriter) stop(ctx context.Context, now time.Time) {
-	if _, _, err := w.patch(ctx, stopped(now), now, now); err != nil {
+	sent, _, err := w.patch(ctx, stopped(now), now, now)
+	if err != nil {
 		w.count(resultDropped)
 		w.log.Warn("Cannot set pleg's node condition to Unknown as it stops", "node", w.name, "err", err)
 		return
 	}
 	w.count(resultWritten)
+	if w.onStored != nil {
+		w.onStored(&sent)
+	}
 }
 
 // failed counts a failed attempt and returns when to retry.

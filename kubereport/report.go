@@ -209,6 +209,7 @@ type Reporter struct {
 	src     Source
 	cfg     Config
 	reports *prometheus.CounterVec
+	written *conditionGauge
 	writer  *conditionWriter
 	notices *notices
 	podRate flowcontrol.PassiveRateLimiter
@@ -221,7 +222,8 @@ type Reporter struct {
 }
 
 // New returns a reporter of src's state. It registers
-// pleg_kube_reports_total with cfg.Registerer, and calls nothing else.
+// pleg_kube_reports_total and pleg_node_condition with cfg.Registerer, and
+// calls nothing else.
 func New(src Source, cfg Config) (*Reporter, error) {
 	if src == nil {
 		return nil, errors.New("kubereport: no source")
@@ -237,6 +239,7 @@ func New(src Source, cfg Config) (*Reporter, error) {
 			Name: "pleg_kube_reports_total",
 			Help: "Writes of pleg's node condition and events to the Kubernetes API, by result: written, retried (failed, to be tried again) or dropped (refused, given up, superseded before it could be written, or over the pod event rate).",
 		}, []string{"result"}),
+		written: newConditionGauge(),
 		notices: newNotices(cfg.NodeName, cfg.Grace),
 		podRate: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(
 			float32(cfg.PodEventsPerMinute)/60, cfg.PodEventBurst, cfg.Clock),
@@ -246,12 +249,13 @@ func New(src Source, cfg Config) (*Reporter, error) {
 		r.reports.WithLabelValues(result) // each shows from the start
 	}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(r.reports); err != nil {
+		if err := errors.Join(cfg.Registerer.Register(r.reports), cfg.Registerer.Register(r.written)); err != nil {
 			return nil, fmt.Errorf("kubereport: %w", err)
 		}
 	}
 	r.writer = newConditionWriter(cfg.Client.CoreV1().Nodes(), cfg.NodeName, cfg.Clock, cfg.Logger, r.count,
 		cfg.MinWriteInterval, cfg.MaxRetryInterval, cfg.Heartbeat, r.spread)
+	r.writer.onStored = r.written.set
 	return r, nil
 }
 

@@ -473,6 +473,83 @@ func healthyNode() (*apiServer, *source, *prometheus.Registry) {
 	return newAPIServer(node1()), src, prometheus.NewRegistry()
 }
 
+// TestConditionGaugeTellsWhatWasWritten reads pleg_node_condition: none
+// before a write, then the status and reason on the node, kept while the
+// API server is down (the node still shows the old one), and the one a
+// restarted pleg finds there.
+func TestConditionGaugeTellsWhatWasWritten(t *testing.T) {
+	gauge := func(status, reason string) string {
+		if status == "" {
+			return ""
+		}
+		return `
+# HELP pleg_node_condition 1, labelled with the status and reason of the PLEGDegraded node condition pleg last wrote to the Kubernetes API (True: a problem, named by the reason).
+# TYPE pleg_node_condition gauge
+pleg_node_condition{condition="PLEGDegraded",reason="` + reason + `",status="` + status + `"} 1
+`
+	}
+	check := func(t *testing.T, reg *prometheus.Registry, status, reason string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(gauge(status, reason)), "pleg_node_condition"); err != nil {
+			t.Error(err)
+		}
+	}
+	hung := func(s *pleg.Status) {
+		s.LastRelist = time.Now()
+		s.FailingPods = []pleg.PodFailure{{UID: "u1", Name: "web", Namespace: "shop", Since: time.Now(), Deadline: true, Err: errors.New("hung")}}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPIServer(node1())
+		src, reg := &source{}, prometheus.NewRegistry()
+		src.set(func(s *pleg.Status) {
+			*s = pleg.Status{Mode: pleg.ModeGeneric, RelistPeriod: time.Second, RelistThreshold: 3 * time.Minute}
+		})
+		start(t, src, api, reg)
+		advance(3 * time.Second)
+		check(t, reg, "", "") // nothing to say yet, nothing written
+
+		src.set(func(s *pleg.Status) { s.LastRelist = time.Now() })
+		advance(2 * time.Second)
+		check(t, reg, "False", ReasonHealthy)
+
+		api.setDown(true)
+		src.set(hung)
+		advance(10 * time.Second)
+		check(t, reg, "False", ReasonHealthy)
+
+		api.setDown(false)
+		for range 60 {
+			src.set(hung)
+			advance(time.Second)
+		}
+		check(t, reg, "True", ReasonPodStatusHung)
+	})
+	t.Run("after a restart", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			now := metav1.Now()
+			api := newAPIServer(node1(corev1.NodeCondition{
+				Type: ConditionType, Status: corev1.ConditionFalse, Reason: ReasonHealthy, Message: "relisting keeps within its threshold and every pod's status calls answer",
+				LastHeartbeatTime: now, LastTransitionTime: now,
+			}))
+			src, reg := &source{}, prometheus.NewRegistry()
+			src.set(func(s *pleg.Status) {
+				*s = pleg.Status{Mode: pleg.ModeGeneric, RelistPeriod: time.Second, RelistThreshold: 3 * time.Minute, LastRelist: time.Now()}
+			})
+			var patches int
+			api.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				patches++
+				return false, nil, nil
+			})
+			start(t, src, api, reg)
+			advance(2 * time.Second)
+			check(t, reg, "False", ReasonHealthy)
+			if patches != 0 {
+				t.Errorf("%d patches: the condition on the node was already pleg's verdict", patches)
+			}
+		})
+	})
+}
+
 // Issue 22 found that a pleg that stopped left its condition False
 // (healthy) forever. As it stops, the condition turns Unknown, since
 // then, with a reason; an API server that refuses it costs the stop

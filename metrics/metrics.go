@@ -45,6 +45,7 @@ type PLEG struct {
 	InspectionFailures *prometheus.CounterVec
 	CoalescedEvents    prometheus.Counter
 	InvalidItems       *prometheus.CounterVec
+	Events             *prometheus.CounterVec
 
 	// Evented mode: the kubelet's, then ours.
 	EventedConnectionSuccess prometheus.Counter
@@ -56,9 +57,12 @@ type PLEG struct {
 	HintsCoalesced           prometheus.Counter
 	PodRelists               prometheus.Counter
 	ShortLivedEvents         prometheus.Counter
+	StoreFailures            prometheus.Counter
 	EventsDropped            prometheus.Counter
 	PayloadsApplied          prometheus.Counter
 	PayloadFallbacks         *prometheus.CounterVec
+	RemovalWatchRelists      prometheus.Counter
+	InspectionRetries        prometheus.Counter
 	Mode                     *prometheus.GaugeVec
 }
 
@@ -120,6 +124,10 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 			Name: "pleg_coalesced_events_total",
 			Help: "Events a lagging subscriber did not receive separately because a later event of the same container superseded them.",
 		}),
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pleg_events_total",
+			Help: "Pod lifecycle events the generator produced, by type, before any subscriber's coalescing.",
+		}, []string{"type"}),
 		InvalidItems: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pleg_invalid_runtime_items_total",
 			Help: "Malformed items in the runtime's lists, counted once per item and reason.",
@@ -162,6 +170,10 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 		Name: "pleg_evented_short_lived_events_total",
 		Help: "Events of containers the event stream reported but that were gone before a relist could see them.",
 	})
+	m.StoreFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_store_commit_failures_total",
+		Help: "Changes the generator could not keep in its store before delivering them; a restart may report them again.",
+	})
 	m.EventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_events_dropped_total",
 		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they said.",
@@ -174,6 +186,14 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 		Name: "pleg_evented_payload_fallbacks_total",
 		Help: "CRI container events whose payload could not be applied at once, by reason; they took the relist path alone.",
 	}, []string{"reason"})
+	m.RemovalWatchRelists = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_removal_watch_relists_total",
+		Help: "Relists of pods asked for by the removal watch: an exited sandbox or container was removed and the event stream did not tell it (CRI-O when a pod is removed).",
+	})
+	m.InspectionRetries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_evented_inspection_retries_total",
+		Help: "Relists of pods asked for again, after a backoff, because their relist or inspection failed while the event stream drove.",
+	})
 	m.Mode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pleg_mode",
 		Help: "1 for the mode in force: evented while the CRI event stream holds, else generic (relisting alone).",
@@ -210,9 +230,9 @@ func (m *PLEG) collectors() []prometheus.Collector {
 		m.RelistDuration, m.RelistInterval, m.DiscardEvents, m.LastSeen, m.PodRelistDuration,
 		m.RunningPods, m.RunningContainers,
 		m.RelistInFlight, m.RelistStarted, m.InspectionDuration, m.InspectionFailures,
-		m.CoalescedEvents, m.InvalidItems,
+		m.CoalescedEvents, m.InvalidItems, m.Events,
 		m.EventedConnectionSuccess, m.EventedConnectionErrors, m.EventedLatency,
 		m.StreamConnected, m.StreamReconnects, m.Hints, m.HintsCoalesced, m.PodRelists, m.ShortLivedEvents, m.EventsDropped,
-		m.PayloadsApplied, m.PayloadFallbacks, m.Mode,
+		m.StoreFailures, m.PayloadsApplied, m.PayloadFallbacks, m.RemovalWatchRelists, m.InspectionRetries, m.Mode,
 	}
 }

@@ -132,3 +132,29 @@ func TestRegistration(t *testing.T) {
 		t.Error("a second generator on one registry registered without error")
 	}
 }
+
+func TestBuildInfoHasOneSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	bi, err := NewBuildInfo(reg, Build{Version: "v0.1.0", Revision: "abc", GoVersion: "go1.26.8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(runtime, runtimeVersion string) string {
+		return `
+# HELP pleg_build_info 1, labelled with pleg's version, revision and Go version, and the name and version of the runtime it watches (empty until the runtime answered its Version call).
+# TYPE pleg_build_info gauge
+pleg_build_info{goversion="go1.26.8",revision="abc",runtime="` + runtime + `",runtime_version="` + runtimeVersion + `",version="v0.1.0"} 1
+`
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want("", "")), "pleg_build_info"); err != nil {
+		t.Errorf("before the runtime answered: %v", err)
+	}
+	b := bi.Current()
+	b.RuntimeName, b.RuntimeVersion = "containerd", "v2.4.2"
+	bi.Set(b)
+	b.RuntimeVersion = "v2.4.3" // upgraded under pleg
+	bi.Set(b)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want("containerd", "v2.4.3")), "pleg_build_info"); err != nil {
+		t.Errorf("after an upgrade of the runtime: %v", err)
+	}
+}

@@ -58,6 +58,15 @@ type Capabilities struct {
 	// container. containerd 2.0.0 to 2.0.2 set the Timestamp alone: that
 	// is unsupported, not a pod without containers.
 	SandboxStatusContainers Capability `json:"sandboxStatusContainers"`
+	// ContainerRemovalEvents is whether the event stream tells the removal
+	// of a container by RemoveContainer, with a DELETED event;
+	// PodRemovalEvents whether it tells the removal of a pod by
+	// RemovePodSandbox, with a DELETED event for its sandbox and for each
+	// container removed with it. CRI-O tells the first and not the second.
+	// Both are known of the runtimes pleg is tested on, by name and
+	// version, until an event shows them.
+	ContainerRemovalEvents Capability `json:"containerRemovalEvents"`
+	PodRemovalEvents       Capability `json:"podRemovalEvents"`
 	// Lists are the sizes of the latest whole-node lists, against the
 	// largest message the client accepts.
 	Lists ListSizes `json:"lists"`
@@ -71,6 +80,8 @@ func (c Capabilities) Lines() []string {
 		"pod events: " + c.PodEvents.String(),
 		"streaming lists: " + c.StreamingLists.String(),
 		"container statuses in PodSandboxStatus: " + c.SandboxStatusContainers.String(),
+		"container removals told: " + c.ContainerRemovalEvents.String(),
+		"pod removals told: " + c.PodRemovalEvents.String(),
 		"list sizes: " + c.Lists.String(),
 	}
 }

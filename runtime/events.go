@@ -20,3 +20,12 @@ type EventStream interface {
 	// (io.EOF when the runtime closed it).
 	Recv() (*runtimeapi.ContainerEventResponse, error)
 }
+
+// RemovalReporter is an event stream that tells what its runtime is known
+// to tell of removals (see Capabilities.ContainerRemovalEvents and
+// PodRemovalEvents): Supported, Unsupported, or Unknown. A generator looks
+// by other means for the removals a stream leaves out, and learns from
+// the events themselves where this is wrong.
+type RemovalReporter interface {
+	RemovalEvents() (containers, pods Availability)
+}

@@ -208,26 +208,41 @@ func (r *eventedRun) converged(missedOK bool) {
 }
 
 // TestEventedOverSimulator: with the stream driving and global relists an
-// hour apart, the churn's events arrive through per-pod relists, every one
-// of them, short-lived containers included.
+// hour apart, the churn's events arrive through the stream, every one of
+// them, short-lived containers included; on a runtime that sends no event
+// when a pod is removed (CRI-O), the removal watch finds those removals.
 func TestEventedOverSimulator(t *testing.T) {
-	r := startEvented(t, Options{Pods: 20, Containers: 2, Churn: busyChurn(), Seed: 7}, pleg.Options{})
-	r.waitEvented()
-	globalBefore := r.relists()
-	r.churnInStep(100, false)
+	for _, tc := range []struct {
+		events EventMode
+		steps  int
+		untold []string
+	}{
+		{EventsContainerd, 100, nil},
+		// Each pod removal waits for the watch's list: fewer steps.
+		{EventsCRIO, 40, []string{"pod"}},
+	} {
+		t.Run(tc.events.String(), func(t *testing.T) {
+			r := startEvented(t, Options{Pods: 20, Containers: 2, Churn: busyChurn(), Seed: 7, Events: tc.events}, pleg.Options{})
+			r.waitEvented()
+			globalBefore := r.relists()
+			r.churnInStep(tc.steps, false)
 
-	hist := r.sim.History()
-	want, got := expectedEvents(hist), r.events()
-	for _, id := range slices.Sorted(maps.Keys(want)) {
-		if !slices.Equal(got[id], want[id]) {
-			t.Errorf("%.12s: events %v, want %v (%s)", id, got[id], want[id], describe(hist, id))
-		}
-	}
-	if n := r.relists() - globalBefore; n > 2 {
-		t.Errorf("%d global relists during the churn, want the stream to drive", n)
-	}
-	if !r.gen.Status().Evented {
-		t.Errorf("status %v", r.gen.Status())
+			hist := r.sim.History()
+			want, got := expectedEvents(hist), r.events()
+			for _, id := range slices.Sorted(maps.Keys(want)) {
+				if !slices.Equal(got[id], want[id]) {
+					t.Errorf("%.12s: events %v, want %v (%s)", id, got[id], want[id], describe(hist, id))
+				}
+			}
+			if n := r.relists() - globalBefore; n > 2 {
+				t.Errorf("%d global relists during the churn, want the stream to drive", n)
+			}
+			// The simulator is not a runtime known to tell removals: the
+			// events showed what it tells.
+			if s := r.gen.Status(); !s.Evented || !slices.Equal(s.UntoldRemovals, tc.untold) {
+				t.Errorf("status %v, untold removals %q", s, s.UntoldRemovals)
+			}
+		})
 	}
 }
 

@@ -208,7 +208,9 @@ const (
 	EventsContainerd EventMode = iota
 	// EventsCRIO mirrors CRI-O with enable_pod_events on: one queue of
 	// 1000 that drops (and counts) what does not fit, and one broadcaster
-	// that hands each event to each subscriber in turn.
+	// that hands each event to each subscriber in turn; no event when a
+	// pod is removed, neither for its sandbox nor for the containers
+	// removed with it.
 	EventsCRIO
 	// EventsOff mirrors CRI-O's default: GetContainerEvents ends at once
 	// without an event, so clients see the stream's end (EOF).

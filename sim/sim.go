@@ -85,7 +85,7 @@ func New(opts Options) (*Sim, error) {
 		opts:   opts,
 		log:    opts.Logger,
 		clock:  opts.Clock,
-		st:     newStore(opts.Seed, opts.Clock, opts.Events != EventsOff, opts.HistoryLimit),
+		st:     newStore(opts.Seed, opts.Clock, opts.Events, opts.HistoryLimit),
 		work:   newWorkload(opts),
 		lat:    newLatencies(opts.Latency, opts.Seed, opts.Clock),
 		images: newImages(PauseImage, WorkloadImage),

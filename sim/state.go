@@ -176,6 +176,10 @@ type store struct {
 	seed     uint64
 	clock    clock.PassiveClock
 	eventsOn bool
+	// podRemovalEvents tells removeSandbox to send DELETED events, for
+	// the sandbox and the containers removed with it, as containerd does;
+	// CRI-O sends none.
+	podRemovalEvents bool
 
 	counter uint64 // for IDs
 	ipN     uint64
@@ -201,16 +205,17 @@ type store struct {
 	history history
 }
 
-func newStore(seed uint64, clk clock.PassiveClock, eventsOn bool, historyLimit int) *store {
+func newStore(seed uint64, clk clock.PassiveClock, events EventMode, historyLimit int) *store {
 	return &store{
-		seed:       seed,
-		clock:      clk,
-		eventsOn:   eventsOn,
-		sandboxes:  make(map[string]*sandbox),
-		containers: make(map[string]*container),
-		byUID:      make(map[string]*uidIndex),
-		names:      make(map[string]string),
-		history:    history{limit: historyLimit},
+		seed:             seed,
+		clock:            clk,
+		eventsOn:         events != EventsOff,
+		podRemovalEvents: events == EventsContainerd,
+		sandboxes:        make(map[string]*sandbox),
+		containers:       make(map[string]*container),
+		byUID:            make(map[string]*uidIndex),
+		names:            make(map[string]string),
+		history:          history{limit: historyLimit},
 	}
 }
 
@@ -347,9 +352,14 @@ func (st *store) stopSandbox(sb *sandbox, exitCode int32, cause Cause, out *even
 
 // removeSandbox stops the sandbox, removes its containers, then the
 // sandbox. As in containerd, its DELETED event is sent before it leaves
-// the store, so it still carries the sandbox's status.
+// the store, so it still carries the sandbox's status. As in CRI-O
+// (without podRemovalEvents), the removals send nothing: the stop's
+// events are the last.
 func (st *store) removeSandbox(sb *sandbox, cause Cause, out *eventBuf) {
 	st.stopSandbox(sb, exitKilled, cause, out)
+	if !st.podRemovalEvents {
+		out = nil
+	}
 	for len(sb.containers) > 0 {
 		st.removeContainer(sb.containers[0], cause, out)
 	}

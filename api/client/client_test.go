@@ -22,6 +22,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -86,7 +87,7 @@ func TestNewRefusesOptionsTheServerCannotHonour(t *testing.T) {
 // daemon is a real API server over a journal and a cache that the test
 // feeds.
 type daemon struct {
-	journal *api.Journal
+	journal *journal.Journal
 	cache   *podcache.Cache
 	handler http.Handler
 }
@@ -97,7 +98,7 @@ func newDaemon(t *testing.T, first uint64) *daemon {
 	if _, err := pleg.New(nilRuntime{}, pleg.Options{Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{journal: api.NewJournal(100, first), cache: podcache.New()}
+	d := &daemon{journal: memJournal(100, first), cache: podcache.New()}
 	srv := api.NewServer(api.Options{
 		Checks:   []pleg.HealthCheck{{Name: "PLEG", Healthy: func() (bool, error) { return true, nil }}},
 		Cache:    d.cache,
@@ -115,7 +116,7 @@ func newDaemon(t *testing.T, first uint64) *daemon {
 type nilRuntime struct{ runtime.Runtime }
 
 func (d *daemon) append(pod string) uint64 {
-	return d.journal.Append(pleg.Event{PodUID: "uid-" + pod, PodName: pod, PodNamespace: "ns", Type: pleg.ContainerStarted, ContainerID: "c-" + pod, Observed: time.Now()})
+	return appendEvent(d.journal, pleg.Event{PodUID: "uid-" + pod, PodName: pod, PodNamespace: "ns", Type: pleg.ContainerStarted, ContainerID: "c-" + pod, Observed: time.Now()})
 }
 
 func serve(t *testing.T, h http.Handler) (*httptest.Server, *Client) {

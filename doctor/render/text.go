@@ -89,6 +89,7 @@ func Text(out io.Writer, r *doctor.Report) error {
 		fmt.Fprintf(tw, "  streaming lists\t%s (sandboxes), %s (containers)\n", s.StreamPodSandboxes.Availability, s.StreamContainers.Availability)
 		fmt.Fprintf(tw, "  event stream\t%s (%s)\n", s.ContainerEvents.Availability, s.ContainerEvents.Detail)
 		fmt.Fprintf(tw, "  sandbox status\t%s (%s)\n", s.SandboxStatusContainers.Availability, s.SandboxStatusContainers.Detail)
+		fmt.Fprintf(tw, "  pod removal events\t%s (%s)\n", s.PodRemovalEvents.Availability, s.PodRemovalEvents.Detail)
 	}
 	w.flush(tw)
 

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/plegkit/pleg/internal/version"
 	"github.com/plegkit/pleg/kubereport"
 )
 
@@ -19,6 +19,8 @@ type kubeFlags struct {
 	kubeconfig string
 	inCluster  bool
 	nodeName   string
+	qps        float32
+	burst      int
 	heartbeat  time.Duration
 }
 
@@ -26,6 +28,8 @@ func (k *kubeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "report a node condition and events to the Kubernetes API server of this kubeconfig file")
 	f.BoolVar(&k.inCluster, "in-cluster", false, "report a node condition and events to the Kubernetes API server, with the pod's service account")
 	f.StringVar(&k.nodeName, "node-name", "", "the Node object to report on (default: $NODE_NAME, else the host name)")
+	f.Float32Var(&k.qps, "kube-api-qps", kubereport.DefaultQPS, "requests a second to the Kubernetes API server, on average")
+	f.IntVar(&k.burst, "kube-api-burst", kubereport.DefaultBurst, "requests to the Kubernetes API server at once, at most")
 	f.DurationVar(&k.heartbeat, "heartbeat-period", kubereport.DefaultHeartbeat,
 		"how often the node condition's lastHeartbeatTime is refreshed while nothing changes (node-problem-detector's --k8s-exporter-heartbeat-period)")
 }
@@ -34,6 +38,10 @@ func (k *kubeFlags) enabled() bool { return k.kubeconfig != "" || k.inCluster }
 
 func (k *kubeFlags) validate() error {
 	switch {
+	case !(k.qps > 0): // NaN too
+		return fmt.Errorf("--kube-api-qps %v: must be more than 0", k.qps)
+	case k.burst < 1:
+		return fmt.Errorf("--kube-api-burst %d: must be at least 1", k.burst)
 	case k.kubeconfig != "" && k.inCluster:
 		return errors.New("--kubeconfig and --in-cluster: want one of them")
 	case k.nodeName != "" && !k.enabled():
@@ -82,14 +90,12 @@ func (k *kubeFlags) config() (*kubereport.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	version := "devel"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
 	client, err := kubereport.NewClient(kubereport.ClientOptions{
 		Kubeconfig: k.kubeconfig,
 		InCluster:  k.inCluster,
-		UserAgent:  "pleg/" + version + " (" + name + ")",
+		UserAgent:  "pleg/" + version.Get().Version + " (" + name + ")",
+		QPS:        k.qps,
+		Burst:      k.burst,
 	})
 	if err != nil {
 		return nil, err

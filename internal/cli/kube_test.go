@@ -18,6 +18,9 @@ func TestKubeFlagsAreCheckedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", "--node-name", "node-1"}, "--node-name: only with --kubeconfig or --in-cluster"},
 		{[]string{"run", "--kubeconfig", kubeconfig, "--node-name", "Node_1"}, `--node-name "Node_1": a lowercase RFC 1123 subdomain`},
 		{[]string{"run", "--kubeconfig", "/nonexistent/kubeconfig", "--node-name", "node-1"}, "/nonexistent/kubeconfig"},
+		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-qps", "0"}, "--kube-api-qps 0: must be more than 0"},
+		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-qps", "NaN"}, "--kube-api-qps NaN: must be more than 0"},
+		{[]string{"run", "--kubeconfig", kubeconfig, "--kube-api-burst", "0"}, "--kube-api-burst 0: must be at least 1"},
 		{[]string{"run", "--heartbeat-period", "1m"}, "--heartbeat-period: only with --kubeconfig or --in-cluster"},
 		{[]string{"run", "--kubeconfig", kubeconfig, "--heartbeat-period", "1s"}, "--heartbeat-period 1s: must be at least 5s"},
 	} {
@@ -52,7 +55,7 @@ func TestNodeName(t *testing.T) {
 
 func TestKubeconfigMakesAReporter(t *testing.T) {
 	kubeconfig := writeKubeconfig(t)
-	k := kubeFlags{kubeconfig: kubeconfig, nodeName: "node-1", heartbeat: time.Minute}
+	k := kubeFlags{kubeconfig: kubeconfig, nodeName: "node-1", qps: 1, burst: 2, heartbeat: time.Minute}
 	if err := k.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +66,7 @@ func TestKubeconfigMakesAReporter(t *testing.T) {
 	if cfg.NodeName != "node-1" || cfg.Client == nil || cfg.Heartbeat != time.Minute {
 		t.Errorf("config %+v", cfg)
 	}
-	if cfg, err := (&kubeFlags{}).config(); cfg != nil || err != nil {
+	if cfg, err := (&kubeFlags{qps: 1, burst: 2}).config(); cfg != nil || err != nil {
 		t.Errorf("without flags: %+v, %v; want reporting off", cfg, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/daemon"
+	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/runtime/cri"
 )
 
@@ -67,6 +68,11 @@ func newRunCommand(g *global) *cobra.Command {
                         with Accept: text/event-stream); filters pod, namespace,
                         type; resume with since=SEQ or Last-Event-ID
 
+Every event is written to the journal in --state-dir before any client can
+read it: after a restart, sequence numbers go on, a client resuming with
+since=SEQ misses nothing, and what changed while pleg was down is reported
+once, marked "afterRestart", while running containers are not reported again.
+
 The pods and events say what runs on the node: keep --listen on loopback or a
 unix socket (created 0660, in --listen-group), and give the kubelet's probes
 and Prometheus --metrics-listen, which serves /metrics and the probes only.
@@ -89,6 +95,9 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 					errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.flag, v.n))
 				}
 			}
+			if cfg.EventBufferBytes < 1 {
+				errs = append(errs, fmt.Errorf("--event-buffer-bytes %d: must be at least 1", cfg.EventBufferBytes))
+			}
 			if cfg.StreamIdleTimeout <= 0 {
 				errs = append(errs, fmt.Errorf("--stream-idle-timeout %v: must be more than 0", cfg.StreamIdleTimeout))
 			}
@@ -108,6 +117,7 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(50)
 			}
+			defer logKlogTo(g.log, g.verbosity)()
 			kubeConfig, err := kube.config()
 			if err != nil {
 				return err
@@ -117,6 +127,11 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 				return err
 			}
 			defer cleanup()
+			if simulate && !cmd.Flags().Changed("state-dir") {
+				// A simulated node's pods are not the node's: they must
+				// not be what a real run carries on from.
+				cfg.StateDir = ""
+			}
 			cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
 			d, err := daemon.New(cfg)
 			if err != nil {
@@ -130,7 +145,10 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving only /metrics and the probes /healthz, /readyz, /livez, e.g. on the pod network: host:port, or unix:///path")
 	f.StringVar(&cfg.ListenGroup, "listen-group", "", "group (name or number) owning the unix sockets, which are created with mode 0660")
 	f.StringVar(&cfg.WebConfigFile, "web-config-file", "", "Prometheus exporter web config: TLS, client certificates and basic auth on every listener")
-	f.IntVar(&cfg.EventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from")
+	f.IntVar(&cfg.EventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from, at most")
+	f.Int64Var(&cfg.EventBufferBytes, "event-buffer-bytes", journal.DefaultMaxBytes, "bytes of events kept for clients to resume from, at most, as encoded; the oldest go first")
+	f.StringVar(&cfg.StateDir, "state-dir", daemon.DefaultStateDir, `directory keeping the journal across restarts (events, sequence numbers, what was last reported of each container); "" keeps it in memory. Default "" with --simulate`)
+	f.Var(&syncFlag{&cfg.StateSync}, "state-sync", `how often the journal's writes are forced to disk: a period, "always" (every change, slower) or "never" (left to the OS); a machine that goes down loses at most this much, and clients are told of it as a Gap`)
 	f.IntVar(&cfg.MaxStreams, "max-streams", api.DefaultMaxStreams, "concurrent /v1/events clients at most")
 	f.IntVar(&cfg.MaxStreamsPerClient, "max-streams-per-client", api.DefaultMaxStreamsPerClient, "concurrent /v1/events streams of one client at most: an IP address, or a user on a unix socket")
 	f.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", api.DefaultStreamIdleTimeout, "end a /v1/events stream that has sent no event for this long")
@@ -146,3 +164,37 @@ GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
 	kube.register(f)
 	return cmd
 }
+
+// syncFlag is --state-sync: a period, "always" or "never".
+type syncFlag struct{ d *time.Duration }
+
+func (f *syncFlag) String() string {
+	switch {
+	case f.d == nil || *f.d == 0:
+		return journal.DefaultSync.String()
+	case *f.d == journal.SyncAlways:
+		return "always"
+	case *f.d == journal.SyncNever:
+		return "never"
+	default:
+		return f.d.String()
+	}
+}
+
+func (f *syncFlag) Set(s string) error {
+	switch s {
+	case "always":
+		*f.d = journal.SyncAlways
+	case "never":
+		*f.d = journal.SyncNever
+	default:
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want a period such as 1s, always or never")
+		}
+		*f.d = d
+	}
+	return nil
+}
+
+func (f *syncFlag) Type() string { return "period" }

@@ -3,10 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/plegkit/pleg/internal/version"
 )
 
 func newVersionCommand(g *global) *cobra.Command {
@@ -15,11 +16,11 @@ func newVersionCommand(g *global) *cobra.Command {
 		Short: "Print the version of pleg and of the runtime",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			version, goVersion := "(unknown)", ""
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				version, goVersion = bi.Main.Version, bi.GoVersion
+			if b := version.Get(); b.Revision != "unknown" {
+				fmt.Fprintf(g.stdout, "pleg:    %s, revision %s (%s)\n", b.Version, b.Revision, b.GoVersion)
+			} else {
+				fmt.Fprintf(g.stdout, "pleg:    %s (%s)\n", b.Version, b.GoVersion)
 			}
-			fmt.Fprintf(g.stdout, "pleg:    %s (%s)\n", version, goVersion)
 			rt, err := g.runtime(10 * time.Second)
 			if err != nil {
 				return err

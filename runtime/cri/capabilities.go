@@ -42,6 +42,9 @@ type observer struct {
 	// Timestamp and container statuses: pods without containers answer
 	// without statuses, and must not make it unsupported again.
 	sandboxStatusBoth bool
+	// containerRemovalSeen and podRemovalSeen are set once a DELETED
+	// event showed the stream tells such removals.
+	containerRemovalSeen, podRemovalSeen bool
 }
 
 func newObserver(limit int, streaming bool) *observer {
@@ -50,6 +53,8 @@ func newObserver(limit int, streaming bool) *observer {
 		PodEvents:               runtime.Capability{Availability: runtime.Unknown, Detail: "no event seen yet"},
 		StreamingLists:          runtime.Capability{Availability: runtime.Unknown, Detail: "not asked yet"},
 		SandboxStatusContainers: runtime.Capability{Availability: runtime.Unknown, Detail: "no pod inspected yet"},
+		ContainerRemovalEvents:  runtime.Capability{Availability: runtime.Unknown, Detail: "runtime not known yet"},
+		PodRemovalEvents:        runtime.Capability{Availability: runtime.Unknown, Detail: "runtime not known yet"},
 		Lists:                   runtime.ListSizes{LimitBytes: limit},
 	}}
 	if !streaming {
@@ -73,7 +78,42 @@ func (o *observer) snapshot() runtime.Capabilities {
 func (o *observer) version(v *runtimeapi.VersionResponse) {
 	o.update(func(c *runtime.Capabilities) {
 		c.RuntimeName, c.RuntimeVersion = v.GetRuntimeName(), v.GetRuntimeVersion()
+		containers, pods := KnownRemovalEvents(c.RuntimeName)
+		// What events showed stands.
+		if !o.containerRemovalSeen {
+			c.ContainerRemovalEvents = containers
+		}
+		if !o.podRemovalSeen {
+			c.PodRemovalEvents = pods
+		}
 	})
+}
+
+// KnownRemovalEvents tells what the event stream of the runtime called
+// name (in its Version answer) tells of removals, as measured on the
+// runtimes pleg is tested on (TestRemovalEvents in test/e2e checks it on
+// each): containerd tells every removal; CRI-O tells a container's removal
+// by RemoveContainer, and sends nothing when RemovePodSandbox removes a
+// pod, neither for its sandbox nor for the containers removed with it.
+// Of other runtimes nothing is known.
+func KnownRemovalEvents(name string) (containers, pods runtime.Capability) {
+	switch name {
+	case "containerd":
+		return runtime.Capability{Availability: runtime.Supported, Detail: "known of containerd"},
+			runtime.Capability{Availability: runtime.Supported, Detail: "known of containerd"}
+	case "cri-o":
+		return runtime.Capability{Availability: runtime.Supported, Detail: "known of CRI-O"},
+			runtime.Capability{Availability: runtime.Unsupported, Detail: "known of CRI-O: no event when a pod is removed"}
+	default:
+		unknown := runtime.Capability{Availability: runtime.Unknown, Detail: fmt.Sprintf("not known of %q until a removal shows it", name)}
+		return unknown, unknown
+	}
+}
+
+// removalEvents returns what the stream is known to tell of removals.
+func (o *observer) removalEvents() (containers, pods runtime.Availability) {
+	c := o.snapshot()
+	return c.ContainerRemovalEvents.Availability, c.PodRemovalEvents.Availability
 }
 
 // streamedList records what a streaming list answered.
@@ -130,22 +170,47 @@ func SandboxStatusContainers(resp *runtimeapi.PodSandboxStatusResponse) runtime.
 	}
 }
 
-// event records what an event carries.
+// event records what an event carries. It runs for every event, on the
+// stream's reader: it only takes the lock, and builds no text, once what
+// the events show is known.
 func (o *observer) event(ev *runtimeapi.ContainerEventResponse) {
-	pod := ev.GetPodSandboxStatus() != nil
-	o.update(func(c *runtime.Capabilities) {
-		c.ContainerEvents = runtime.Capability{Availability: runtime.Supported, Detail: "events arrive"}
-		switch {
-		case pod:
-			c.PodEvents = runtime.Capability{Availability: runtime.Supported, Detail: fmt.Sprintf("the latest event carried the sandbox status and %d container statuses", len(ev.GetContainersStatuses()))}
-		case ev.GetContainerEventType() != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-			// containerd sends a DELETED without the pod when the
-			// sandbox is already gone; any other event without it means
-			// the runtime does not send the pod.
-			c.PodEvents = runtime.Capability{Availability: runtime.Unsupported, Detail: "an event came without the sandbox status"}
+	sb := ev.GetPodSandboxStatus()
+	deleted := ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := &o.caps
+	if c.ContainerEvents.Availability != runtime.Supported || c.ContainerEvents.Detail != eventsArrive {
+		c.ContainerEvents = runtime.Capability{Availability: runtime.Supported, Detail: eventsArrive}
+	}
+	switch {
+	case sb != nil:
+		if c.PodEvents.Availability != runtime.Supported {
+			c.PodEvents = runtime.Capability{Availability: runtime.Supported, Detail: "events carry the sandbox status and the container statuses"}
 		}
-	})
+	case !deleted:
+		// containerd sends a DELETED without the pod when the sandbox is
+		// already gone; any other event without it means the runtime
+		// does not send the pod.
+		c.PodEvents = runtime.Capability{Availability: runtime.Unsupported, Detail: "an event came without the sandbox status"}
+	}
+	if !deleted {
+		return
+	}
+	// A DELETED about the sandbox, or without it (the sandbox is gone:
+	// containers go before their sandbox), tells a pod's removal.
+	if sb == nil || sb.GetId() == ev.GetContainerId() {
+		if !o.podRemovalSeen {
+			o.podRemovalSeen = true
+			c.PodRemovalEvents = runtime.Capability{Availability: runtime.Supported, Detail: "a DELETED event arrived for a removed sandbox"}
+		}
+	} else if !o.containerRemovalSeen {
+		o.containerRemovalSeen = true
+		c.ContainerRemovalEvents = runtime.Capability{Availability: runtime.Supported, Detail: "a DELETED event arrived for a removed container"}
+	}
 }
+
+// eventsArrive is ContainerEvents' detail once an event arrived.
+const eventsArrive = "events arrive"
 
 // streamEnded records how an event stream ended: err from opening it or
 // from its Recv, held whether it had stayed open for a while.

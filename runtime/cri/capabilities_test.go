@@ -36,7 +36,7 @@ func TestCapabilitiesLearnedFromCalls(t *testing.T) {
 			srv:  &server{streaming: true, events: []*runtimeapi.ContainerEventResponse{started}, holdEvents: true},
 			want: runtime.Capabilities{
 				ContainerEvents:         capability(runtime.Supported, "events arrive"),
-				PodEvents:               capability(runtime.Supported, "the latest event carried the sandbox status and 1 container statuses"),
+				PodEvents:               capability(runtime.Supported, "events carry the sandbox status and the container statuses"),
 				StreamingLists:          capability(runtime.Supported, "StreamContainers answered"),
 				SandboxStatusContainers: capability(runtime.Unsupported, "no Timestamp, no ContainersStatuses"),
 			},
@@ -261,7 +261,9 @@ func TestDetect(t *testing.T) {
 		t.Errorf("Detect = %+v", got)
 	}
 	for _, l := range got.Lines() {
-		if strings.Contains(l, "unknown") && !strings.HasPrefix(l, "pod events") {
+		// An event shows what events carry; a removal, or the runtime's
+		// name, what they tell of removals.
+		if strings.Contains(l, "unknown") && !strings.HasPrefix(l, "pod events") && !strings.Contains(l, "removals told") {
 			t.Errorf("line %q", l)
 		}
 	}
@@ -269,5 +271,57 @@ func TestDetect(t *testing.T) {
 	down := newRuntime(t, cri.Options{Endpoint: socketPath(t), ConnectTimeout: time.Second})
 	if _, err := down.Detect(t.Context()); status.Code(err) != codes.Unavailable {
 		t.Errorf("Detect with the runtime down: %v", err)
+	}
+}
+
+// What a stream tells of removals is known of containerd and CRI-O by
+// their names, until DELETED events show it; the stream says it, for the
+// generator to look for the rest.
+func TestRemovalEvents(t *testing.T) {
+	deleted := func(id string, sandbox *runtimeapi.PodSandboxStatus) *runtimeapi.ContainerEventResponse {
+		return &runtimeapi.ContainerEventResponse{ContainerId: id, ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT,
+			PodSandboxStatus: sandbox}
+	}
+	pod := &runtimeapi.PodSandboxStatus{Id: "s1", Metadata: &runtimeapi.PodSandboxMetadata{Uid: "u1"}}
+	for _, tc := range []struct {
+		name       string
+		events     []*runtimeapi.ContainerEventResponse
+		containers runtime.Capability
+		pods       runtime.Capability
+	}{
+		{"containerd", nil, capability(runtime.Supported, "known of containerd"), capability(runtime.Supported, "known of containerd")},
+		{"cri-o", nil, capability(runtime.Supported, "known of CRI-O"),
+			capability(runtime.Unsupported, "known of CRI-O: no event when a pod is removed")},
+		{"cri-o", []*runtimeapi.ContainerEventResponse{deleted("s1", pod)}, capability(runtime.Supported, "known of CRI-O"),
+			capability(runtime.Supported, "a DELETED event arrived for a removed sandbox")},
+		{"other", nil, capability(runtime.Unknown, `not known of "other" until a removal shows it`),
+			capability(runtime.Unknown, `not known of "other" until a removal shows it`)},
+		{"other", []*runtimeapi.ContainerEventResponse{deleted("c1", pod), deleted("s1", nil)},
+			capability(runtime.Supported, "a DELETED event arrived for a removed container"),
+			capability(runtime.Supported, "a DELETED event arrived for a removed sandbox")},
+	} {
+		t.Run(fmt.Sprintf("%s/%d events", tc.name, len(tc.events)), func(t *testing.T) {
+			path := socketPath(t)
+			serve(t, path, &server{rt: onePod(), name: tc.name, events: tc.events, holdEvents: true})
+			r := newRuntime(t, cri.Options{Endpoint: path})
+			// Opening the stream asks which runtime it is.
+			stream, err := r.GetContainerEvents(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range tc.events {
+				if _, err := stream.Recv(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := r.Capabilities()
+			if got.ContainerRemovalEvents != tc.containers || got.PodRemovalEvents != tc.pods {
+				t.Errorf("container removals %+v, pod removals %+v; want %+v, %+v", got.ContainerRemovalEvents, got.PodRemovalEvents, tc.containers, tc.pods)
+			}
+			containers, pods := stream.(runtime.RemovalReporter).RemovalEvents()
+			if containers != tc.containers.Availability || pods != tc.pods.Availability {
+				t.Errorf("the stream says %s, %s", containers, pods)
+			}
+		})
 	}
 }

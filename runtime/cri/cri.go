@@ -376,6 +376,12 @@ func drainList[M, T any](stream grpc.ServerStreamingClient[M], err error, items 
 // shows of the runtime (whether it has one, what its events carry) is
 // recorded in Capabilities.
 func (r *Runtime) GetContainerEvents(ctx context.Context) (runtime.EventStream, error) {
+	if r.obs.snapshot().RuntimeName == "" {
+		// Which runtime it is tells what its stream leaves out
+		// (RemovalEvents); a runtime that does not answer has no stream
+		// either, and that shows below.
+		_, _ = r.Version(ctx)
+	}
 	stream, err := r.client.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{}, r.statusOpts...)
 	if err != nil {
 		r.obs.streamEnded(err, false)
@@ -413,4 +419,13 @@ func (s *observedStream) Recv() (*runtimeapi.ContainerEventResponse, error) {
 	return ev, nil
 }
 
-var _ runtime.EventSource = (*Runtime)(nil)
+// RemovalEvents implements runtime.RemovalReporter: what the runtime is
+// known to tell of removals, by its name, or as its events showed.
+func (s *observedStream) RemovalEvents() (containers, pods runtime.Availability) {
+	return s.obs.removalEvents()
+}
+
+var (
+	_ runtime.EventSource     = (*Runtime)(nil)
+	_ runtime.RemovalReporter = (*observedStream)(nil)
+)

@@ -39,10 +39,16 @@ type server struct {
 	holdEvents bool
 	// sandboxStatus, if set, changes each PodSandboxStatus answer.
 	sandboxStatus func(*runtimeapi.PodSandboxStatusResponse)
+	// name is the runtime's name in its Version answer; default "fake".
+	name string
 }
 
 func (s *server) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: "1", RuntimeApiVersion: "v1"}, nil
+	name := s.name
+	if name == "" {
+		name = "fake"
+	}
+	return &runtimeapi.VersionResponse{RuntimeName: name, RuntimeVersion: "1", RuntimeApiVersion: "v1"}, nil
 }
 
 func (s *server) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {

@@ -19,6 +19,27 @@ type eventStream struct {
 	ch   chan *runtimeapi.ContainerEventResponse
 	done chan struct{}
 	err  error // set before done is closed
+	// removals is what the stream says it tells of removals, if it does.
+	removals *[2]runtime.Availability
+}
+
+// reportingStream is an event stream that says what it tells of
+// removals, as the CRI adapter's does.
+type reportingStream struct{ *eventStream }
+
+// RemovalEvents implements runtime.RemovalReporter.
+func (s reportingStream) RemovalEvents() (containers, pods runtime.Availability) {
+	return s.removals[0], s.removals[1]
+}
+
+// SetRemovalEvents makes the streams opened from now on say what they
+// tell of removals, as runtime.RemovalReporter: containers removed by
+// RemoveContainer, and pods removed by RemovePodSandbox. By default they
+// say nothing. What the fake sends is what the test emits.
+func (r *Runtime) SetRemovalEvents(containers, pods runtime.Availability) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removalEvents = &[2]runtime.Availability{containers, pods}
 }
 
 func (s *eventStream) Recv() (*runtimeapi.ContainerEventResponse, error) {
@@ -62,7 +83,7 @@ func (r *Runtime) GetContainerEvents(ctx context.Context) (runtime.EventStream, 
 	if !r.events {
 		return nil, status.Error(codes.Unimplemented, "unknown method GetContainerEvents")
 	}
-	s := &eventStream{ch: make(chan *runtimeapi.ContainerEventResponse, 10000), done: make(chan struct{})}
+	s := &eventStream{ch: make(chan *runtimeapi.ContainerEventResponse, 10000), done: make(chan struct{}), removals: r.removalEvents}
 	if r.eventsEOF {
 		s.err = io.EOF
 		close(s.done)
@@ -76,6 +97,9 @@ func (r *Runtime) GetContainerEvents(ctx context.Context) (runtime.EventStream, 
 		case <-s.done:
 		}
 	}()
+	if s.removals != nil {
+		return reportingStream{s}, nil
+	}
 	return s, nil
 }
 

@@ -199,6 +199,7 @@ type Runtime struct {
 	injected  map[Op][]error
 	latency   map[Op]time.Duration
 	itemErr   map[string]error
+	opErr     map[Op]error
 	hung      map[string]bool
 	calls     map[Op]int
 	itemCalls map[string]int
@@ -207,6 +208,9 @@ type Runtime struct {
 	events    bool
 	eventsEOF bool
 	streams   map[*eventStream]struct{}
+	// removalEvents is what streams say they tell of removals; nil when
+	// they say nothing.
+	removalEvents *[2]runtime.Availability
 }
 
 var (
@@ -221,6 +225,7 @@ func New(pods ...Pod) *Runtime {
 		injected:  make(map[Op][]error),
 		latency:   make(map[Op]time.Duration),
 		itemErr:   make(map[string]error),
+		opErr:     make(map[Op]error),
 		hung:      make(map[string]bool),
 		calls:     make(map[Op]int),
 		itemCalls: make(map[string]int),
@@ -267,6 +272,27 @@ func (r *Runtime) SetContainerState(id string, state runtimeapi.ContainerState, 
 			}
 		}
 		r.state.containerStatus[id] = st
+	}
+	return nil
+}
+
+// SetSandboxState changes the state of one listed sandbox, as a runtime
+// would when it stops it.
+func (r *Runtime) SetSandboxState(id string, state runtimeapi.PodSandboxState) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := slices.IndexFunc(r.state.sandboxes, func(s *runtimeapi.PodSandbox) bool { return s.GetId() == id })
+	if i < 0 {
+		return fmt.Errorf("fakeruntime: no sandbox %q", id)
+	}
+	// List items are shared with earlier List results: replace, never mutate.
+	item := proto.Clone(r.state.sandboxes[i]).(*runtimeapi.PodSandbox)
+	item.State = state
+	r.state.sandboxes[i] = item
+	if old := r.state.sandboxStatus[id]; old != nil {
+		st := proto.Clone(old).(*runtimeapi.PodSandboxStatus)
+		st.State = state
+		r.state.sandboxStatus[id] = st
 	}
 	return nil
 }
@@ -367,6 +393,19 @@ func (r *Runtime) SetItemError(id string, err error) {
 	r.itemErr[id] = err
 }
 
+// SetOpError makes every call of op fail with err, after the errors
+// InjectError queued, until it is cleared with a nil err: a runtime that
+// is down, or fails one operation for a while.
+func (r *Runtime) SetOpError(op Op, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		delete(r.opErr, op)
+		return
+	}
+	r.opErr[op] = err
+}
+
 // SetHang makes status calls for id block until the caller's context ends.
 func (r *Runtime) SetHang(id string, hang bool) {
 	r.mu.Lock()
@@ -417,6 +456,8 @@ func (r *Runtime) begin(op Op, id string) (state *Snapshot, latency time.Duratio
 	}
 	if q := r.injected[op]; len(q) > 0 {
 		err, r.injected[op] = q[0], q[1:]
+	} else {
+		err = r.opErr[op]
 	}
 	if err == nil && id != "" {
 		err = r.itemErr[id]

@@ -43,22 +43,36 @@ type daemonProcess struct {
 	err    error
 }
 
-func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
+// daemonDir is a directory of a daemon's own, for its socket and its
+// state: a free TCP port picked here could be taken by the time the
+// daemon binds it, by the daemon of another runtime's test among others.
+func daemonDir(t *testing.T) string {
 	t.Helper()
-	bin, err := plegBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A socket of its own: a free TCP port picked here could be taken by
-	// the time the daemon binds it, by the daemon of another runtime's
-	// test among others.
 	dir, err := os.MkdirTemp("", "pleg-d-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
+	t.Helper()
+	return startDaemonIn(t, in, daemonDir(t))
+}
+
+// startDaemonIn starts `pleg run` serving on dir/pleg.sock, with its
+// journal in dir/state, and waits until it is healthy. Another daemon
+// started in the same dir goes on from the journal of the last.
+func startDaemonIn(t *testing.T, in *runtimetest.Instance, dir string, args ...string) *daemonProcess {
+	t.Helper()
+	bin, err := plegBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := "unix://" + filepath.Join(dir, "pleg.sock")
-	cmd := exec.Command(bin, "run", "-r", in.Endpoint, "--listen", addr, "--relist-period", "100ms")
+	cmd := exec.Command(bin, append([]string{"run", "-r", in.Endpoint, "--listen", addr, "--relist-period", "100ms",
+		"--state-dir", filepath.Join(dir, "state")}, args...)...)
 	cmd.Stderr = testWriter{t}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -71,15 +85,18 @@ func startDaemon(t *testing.T, in *runtimetest.Instance) *daemonProcess {
 		d.err = cmd.Wait()
 		close(d.done)
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-d.done
-	})
+	t.Cleanup(d.kill)
 	wait(t, "the daemon healthy", func() bool {
 		h, err := d.client.Health(t.Context())
 		return err == nil && h.OK
 	})
 	return d
+}
+
+// kill kills the daemon with SIGKILL and waits for it to be gone.
+func (d *daemonProcess) kill() {
+	_ = d.cmd.Process.Kill()
+	<-d.done
 }
 
 // get is a plain GET of the daemon's path, for what api/client does not

@@ -93,6 +93,8 @@ type watcher struct {
 
 	mu     sync.Mutex
 	events []pleg.Event
+	// received holds when each of events reached the subscriber.
+	received []time.Time
 }
 
 func watch(t *testing.T, in *runtimetest.Instance, opts pleg.Options) *watcher {
@@ -133,6 +135,7 @@ func watchRuntime(t *testing.T, rt *cri.Runtime, opts pleg.Options) *watcher {
 			}
 			w.mu.Lock()
 			w.events = append(w.events, ev)
+			w.received = append(w.received, time.Now())
 			w.mu.Unlock()
 		}
 	}()
@@ -159,6 +162,19 @@ func (w *watcher) all() []pleg.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.events)
+}
+
+// receivedAt returns when the first event of type typ about id reached
+// the subscriber.
+func (w *watcher) receivedAt(id string, typ pleg.EventType) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, ev := range w.events {
+		if ev.ContainerID == id && ev.Type == typ {
+			return w.received[i], true
+		}
+	}
+	return time.Time{}, false
 }
 
 // of returns the events recorded for pod uid.

@@ -4,13 +4,19 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
@@ -24,21 +30,37 @@ import (
 // BenchmarkRestartLatency measures, on containerd, how long after the CRI
 // call that caused it each event reaches a consumer, for containers that
 // restart as a crash-looping pod's do: stop, remove the previous instance,
-// create, start. Two daemons watch the one containerd side by side, one
+// create, start. Daemons watch the one containerd side by side, each read
+// by a Subscribe() consumer (sub) and a /v1/events client (api): one
 // applying the events' payloads at once (payloads), one taking events as
-// hints for relists of their pods alone (hints); each is read by a
-// Subscribe() consumer (sub) and by a /v1/events client (api). Beside them
-// a bare client of the runtime's event stream (runtime-stream) gives the
-// floor: when containerd's own events arrive. payloads-applied and
-// payloads-fallback-REASON tell how the payloads daemon took the events. From the
+// hints for relists of their pods alone (hints). Beside them a bare client
+// of the runtime's event stream (runtime-stream) gives the floor: when
+// containerd's own events arrive. NAME-applied and NAME-fallback-REASON
+// tell how each daemon that applies payloads took the events. From the
 // return of StopContainer to ContainerDied, of RemoveContainer to
 // ContainerRemoved, of StartContainer to ContainerStarted; negative when
-// the event came before the call returned. dup counts events delivered
-// twice, missing those that never came.
+// the event came before the call returned. NAME-over-stream-TYPE is how
+// much later than the bare client's each event reached the consumer: what
+// the daemon adds to what containerd takes, on the same machine at the
+// same moment. NAME-sub-inside-TYPE is how long after Event.Observed each
+// event reached the subscriber: for an event its payload told, from the
+// moment the daemon read it off its stream to the subscriber's receipt. dup counts events delivered twice, missing those that
+// never came.
 //
 //	go test -run '^$' -bench RestartLatency -benchtime 1x ./test/e2e/
 //
 // PLEG_BENCH_RESTART_DURATION shortens or lengthens each run (30s).
+// PLEG_BENCH_RESTART_PATHS chooses the daemons, comma-separated (default
+// "payloads,hints"): also "head", `pleg run --mode evented` built from this
+// tree, in a process of its own and read by a /v1/events client alone,
+// and "base", the same of the pleg binary PLEG_BENCH_BASE_PLEG names (built
+// from another commit): the two compare commits side by side in one run;
+// "journal", payloads with the journal in a state directory, the store's
+// cost side by side with payloads in memory; "head-nostate", head with
+// its journal in memory (head keeps it in a state directory, as on a
+// node); "stream2", a second bare client of the stream (runtime2), whose
+// over-stream figures are how far apart containerd's events reach two
+// subscribers, a floor for what any daemon adds.
 func BenchmarkRestartLatency(b *testing.B) {
 	in := benchContainerd(b)
 	clearPods(b, in)
@@ -97,6 +119,12 @@ type watched struct {
 	consumers map[string]*arrivals
 	reg       prometheus.Gatherer // a daemon's
 	gen       *pleg.Generator     // a daemon's
+
+	// inside holds, by type, how long after Event.Observed each event
+	// reached the in-process subscriber: for an event told from its
+	// payload, from the moment the daemon read it off the stream.
+	mu     sync.Mutex
+	inside map[string][]time.Duration
 }
 
 func newArrivals() *arrivals { return &arrivals{at: map[arrivalKey]time.Time{}} }
@@ -164,7 +192,7 @@ func (w *watched) counted(b *testing.B, name, label, value string) float64 {
 	return sum
 }
 
-func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, name string, hintOnly bool) *watched {
+func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, name string, hintOnly bool, stateDir string) *watched {
 	b.Helper()
 	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -174,13 +202,15 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 	d, err := daemon.New(daemon.Config{
 		Runtime:   rt,
 		Generator: pleg.Options{Mode: pleg.ModeEvented, HintOnly: hintOnly},
+		StateDir:  stateDir,
 		Listen:    "127.0.0.1:0",
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &watched{name: name, consumers: map[string]*arrivals{"sub": newArrivals(), "api": newArrivals()}, reg: d.Registry, gen: d.Gen}
+	w := &watched{name: name, consumers: map[string]*arrivals{"sub": newArrivals(), "api": newArrivals()}, reg: d.Registry, gen: d.Gen,
+		inside: map[string][]time.Duration{}}
 	sub := d.Gen.Subscribe()
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(context.Background())
@@ -200,7 +230,11 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 			if err != nil {
 				return
 			}
-			w.consumers["sub"].add(ev.ContainerID, string(ev.Type), time.Now())
+			now := time.Now()
+			w.consumers["sub"].add(ev.ContainerID, string(ev.Type), now)
+			w.mu.Lock()
+			w.inside[string(ev.Type)] = append(w.inside[string(ev.Type)], now.Sub(ev.Observed))
+			w.mu.Unlock()
 		}
 	})
 	c, err := client.New("http://"+d.Addr(), client.Options{})
@@ -251,7 +285,35 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 		}
 		apps[i] = &app{pod: pod, sandbox: sb, id: id}
 	}
-	paths := []*watched{watchDaemon(b, ctx, in, "payloads", false), watchDaemon(b, ctx, in, "hints", true), watchRuntimeStream(b, in)}
+	paths := []*watched{watchRuntimeStream(b, in)}
+	for _, name := range restartPaths(b) {
+		switch name {
+		case "payloads", "hints":
+			paths = append(paths, watchDaemon(b, ctx, in, name, name == "hints", ""))
+		case "journal":
+			paths = append(paths, watchDaemon(b, ctx, in, name, false, b.TempDir()))
+		case "head", "head-nostate":
+			bin, err := plegBinary()
+			if err != nil {
+				b.Fatal(err)
+			}
+			state := b.TempDir()
+			if name == "head-nostate" {
+				state = ""
+			}
+			paths = append(paths, watchBinary(b, in, name, bin, "--state-dir", state))
+		case "base":
+			paths = append(paths, watchBinary(b, in, name, os.Getenv("PLEG_BENCH_BASE_PLEG")))
+		case "stream2":
+			// A second bare client: how far apart containerd's own
+			// events reach two subscribers.
+			w := watchRuntimeStream(b, in)
+			w.name = "runtime2"
+			paths = append(paths, w)
+		default:
+			b.Fatalf("PLEG_BENCH_RESTART_PATHS: unknown daemon %q", name)
+		}
+	}
 
 	// The calls' returns, as keys the consumers must see.
 	var mu sync.Mutex
@@ -312,9 +374,10 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 			}
 		}
 	}
+	floor := paths[0].consumers["stream"]
 	for _, w := range paths {
 		for consumer, got := range w.consumers {
-			byType := map[string][]time.Duration{}
+			byType, overStream := map[string][]time.Duration{}, map[string][]time.Duration{}
 			missing := 0
 			for k, at := range returned {
 				arrived, ok := got.get(k)
@@ -323,33 +386,131 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 					continue
 				}
 				byType[k.typ] = append(byType[k.typ], arrived.Sub(at))
+				if streamed, ok := floor.get(k); ok && got != floor {
+					overStream[k.typ] = append(overStream[k.typ], arrived.Sub(streamed))
+				}
 			}
 			for typ, short := range map[string]string{string(pleg.ContainerStarted): "started", string(pleg.ContainerDied): "died", string(pleg.ContainerRemoved): "removed"} {
-				d := byType[typ]
-				if len(d) == 0 {
-					continue
+				reportQuantiles(b, w.name+"-"+consumer+"-"+short, byType[typ])
+				reportQuantiles(b, w.name+"-"+consumer+"-over-stream-"+short, overStream[typ])
+				if consumer == "sub" {
+					w.mu.Lock()
+					reportQuantiles(b, w.name+"-sub-inside-"+short, w.inside[typ])
+					w.mu.Unlock()
 				}
-				slices.Sort(d)
-				prefix := w.name + "-" + consumer + "-" + short
-				b.ReportMetric(ms(d[len(d)/2]), prefix+"-p50-ms")
-				b.ReportMetric(ms(d[(len(d)*99-1)/100]), prefix+"-p99-ms")
 			}
 			b.ReportMetric(float64(got.dups), w.name+"-"+consumer+"-dup")
 			b.ReportMetric(float64(missing), w.name+"-"+consumer+"-missing")
 		}
 	}
-	// How the payloads daemon took the events: applied at once, or as hints
-	// (for which reason), so that a slow figure says which path it came by.
-	p := paths[0]
-	b.ReportMetric(p.counted(b, "pleg_evented_payloads_applied_total", "", ""), "payloads-applied")
-	// Global relists every period instead of every evented period, had
-	// the stream been taken for one that does not tell removals.
-	if p.gen.Status().UntoldRemovals {
-		b.ReportMetric(1, "payloads-untold-removals")
-	}
-	for _, reason := range []string{"replayed", "no_sandbox_status", "no_subject_status", "contradicts_event", "failing_pod", "hints_pending", "overtaken_by_relist"} {
-		if n := p.counted(b, "pleg_evented_payload_fallbacks_total", "reason", reason); n > 0 {
-			b.ReportMetric(n, "payloads-fallback-"+reason)
+	// How each daemon that applies payloads took the events: applied at
+	// once, or as hints (for which reason), so that a slow figure says
+	// which path it came by.
+	for _, w := range paths {
+		if w.reg == nil || w.name == "hints" {
+			continue
+		}
+		b.ReportMetric(w.counted(b, "pleg_evented_payloads_applied_total", "", ""), w.name+"-applied")
+		for _, reason := range []string{"replayed", "no_sandbox_status", "no_subject_status", "contradicts_event", "failing_pod", "hints_pending", "overtaken_by_relist"} {
+			if n := w.counted(b, "pleg_evented_payload_fallbacks_total", "reason", reason); n > 0 {
+				b.ReportMetric(n, w.name+"-fallback-"+reason)
+			}
 		}
 	}
+}
+
+// reportQuantiles reports the p50 and p99 of d, if any, as NAME-p50-ms and
+// NAME-p99-ms.
+func reportQuantiles(b *testing.B, name string, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(ms(d[len(d)/2]), name+"-p50-ms")
+	b.ReportMetric(ms(d[(len(d)*99-1)/100]), name+"-p99-ms")
+}
+
+// restartPaths are the daemons PLEG_BENCH_RESTART_PATHS names.
+func restartPaths(b *testing.B) []string {
+	v := os.Getenv("PLEG_BENCH_RESTART_PATHS")
+	if v == "" {
+		return []string{"payloads", "hints"}
+	}
+	var out []string
+	for name := range strings.SplitSeq(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			out = append(out, name)
+		}
+	}
+	if slices.Contains(out, "base") && os.Getenv("PLEG_BENCH_BASE_PLEG") == "" {
+		b.Fatal("PLEG_BENCH_RESTART_PATHS has base: set PLEG_BENCH_BASE_PLEG to its pleg binary")
+	}
+	return out
+}
+
+// watchBinary runs bin (a pleg binary) as `pleg run --mode evented` in a
+// process of its own, read by a /v1/events client over a unix socket.
+func watchBinary(b *testing.B, in *runtimetest.Instance, name, bin string, args ...string) *watched {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "pleg-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := "unix://" + filepath.Join(dir, "pleg.sock")
+	cmd := exec.Command(bin, append([]string{"run", "-r", in.Endpoint, "--mode", "evented", "--listen", addr}, args...)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+		os.RemoveAll(dir)
+	})
+	c, err := client.New(addr, client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &watched{name: name, consumers: map[string]*arrivals{"api": newArrivals()}, reg: metricsOf{c}}
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	b.Cleanup(func() {
+		stop()
+		wg.Wait()
+	})
+	// Evented once pleg_mode says so; the events stream is read from then.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: the event stream never drove", name)
+		}
+		families, err := c.Metrics(runCtx)
+		if err != nil {
+			continue
+		}
+		if f := families["pleg_mode"]; f != nil && slices.ContainsFunc(f.GetMetric(), func(m *dto.Metric) bool {
+			return m.GetGauge().GetValue() == 1 && slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetValue() == "evented" })
+		}) {
+			break
+		}
+	}
+	wg.Go(func() {
+		_ = c.Follow(runCtx, client.FollowOptions{}, func(ev api.Event) error {
+			w.consumers["api"].add(ev.ContainerID, ev.Type, time.Now())
+			return nil
+		})
+	})
+	return w
+}
+
+// metricsOf gathers a daemon's metrics over its API.
+type metricsOf struct{ c *client.Client }
+
+func (m metricsOf) Gather() ([]*dto.MetricFamily, error) {
+	families, err := m.c.Metrics(context.Background())
+	return slices.Collect(maps.Values(families)), err
 }

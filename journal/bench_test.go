@@ -1,0 +1,69 @@
+package journal
+
+import (
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/plegkit/pleg"
+)
+
+// BenchmarkCommit: one event and its pod's report a commit, as the
+// evented path commits, in memory and in a directory synced every second
+// or at every commit.
+func BenchmarkCommit(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		dir  bool
+		sync time.Duration
+	}{{"memory", false, 0}, {"disk", true, 0}, {"disk-sync-always", true, SyncAlways}} {
+		b.Run(tc.name, func(b *testing.B) {
+			o := Options{Sync: tc.sync, Logger: slog.New(slog.DiscardHandler)}
+			if tc.dir {
+				o.Dir = b.TempDir()
+			}
+			j, err := Open(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer j.Close()
+			events := []pleg.Event{event(0)}
+			pods := []pleg.PodReport{report("pod-0", "c-0", "c-1", "c-2")}
+			for b.Loop() {
+				if err := j.Commit(events, pods); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOpen: starting on a full store of the default retention
+// (65,536 events) of 100 pods.
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	o := Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)}
+	j, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range DefaultMaxEvents {
+		ev := event(i)
+		ev.PodUID = fmt.Sprintf("pod-%03d", i%100)
+		if err := j.Commit([]pleg.Event{ev}, []pleg.PodReport{report(ev.PodUID, ev.ContainerID, "sidecar")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	j.Close()
+	for b.Loop() {
+		j, err := Open(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s := j.Status(); s.Events != DefaultMaxEvents {
+			b.Fatalf("opened with %d events, want %d", s.Events, DefaultMaxEvents)
+		}
+		j.Close()
+	}
+}

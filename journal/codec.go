@@ -1,0 +1,448 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/plegkit/pleg"
+)
+
+// The on-disk format.
+//
+// A segment file starts with a header: the magic "PLEGJRNL", the format
+// version (uint16, little endian), two zero bytes and the CRC-32C of those
+// 12 bytes. Records follow, each framed as its payload's length (uint32),
+// the payload's CRC-32C (uint32), then the payload: a record type byte and
+// its body. Integers in bodies are varints; strings are a length and bytes;
+// times are nanoseconds since the epoch, 0 for none.
+//
+// A reader trusts a record only whole and matching its checksum: a record
+// cut short at the end of the newest segment is a write the process did
+// not finish (it was killed) and is dropped; anything else that does not
+// decode is damage.
+
+const (
+	magic = "PLEGJRNL"
+	// formatVersion is the version this code writes and reads; a segment
+	// of a higher version was written by a newer pleg.
+	formatVersion = 1
+	headerSize    = 16
+	frameSize     = 8
+	// maxRecord bounds a record's payload: a checkpoint of 10,000 pods is
+	// a few megabytes.
+	maxRecord = 256 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// The record types.
+const (
+	// recOpen starts a run: the boot it runs in and when it started.
+	recOpen byte = 1 + iota
+	// recReserve raises the highest sequence number that may be given out
+	// before another reservation; it is written and synced ahead of use.
+	recReserve
+	// recBatch is a commit: numbered events and the reports of the pods
+	// they changed.
+	recBatch
+	// recGap records sequence numbers whose events were lost.
+	recGap
+	// recCheckpoint starts every segment: all that a reader needs to go on
+	// from there, so that older segments can be deleted.
+	recCheckpoint
+	// recClose ends a run that stopped cleanly, with everything synced.
+	recClose
+)
+
+func header() []byte {
+	h := make([]byte, headerSize)
+	copy(h, magic)
+	binary.LittleEndian.PutUint16(h[8:], formatVersion)
+	binary.LittleEndian.PutUint32(h[12:], crc32.Checksum(h[:12], castagnoli))
+	return h
+}
+
+// errNewer is the error of a segment written by a newer version.
+var errNewer = errors.New("written by a newer version of pleg")
+
+func checkHeader(h []byte) error {
+	if len(h) < headerSize {
+		return fmt.Errorf("header cut short at %d bytes", len(h))
+	}
+	if string(h[:8]) != magic {
+		return errors.New("not a pleg journal segment (bad magic)")
+	}
+	if crc32.Checksum(h[:12], castagnoli) != binary.LittleEndian.Uint32(h[12:]) {
+		return errors.New("header checksum mismatch")
+	}
+	if v := binary.LittleEndian.Uint16(h[8:]); v > formatVersion {
+		return fmt.Errorf("format version %d, this pleg reads %d: %w", v, formatVersion, errNewer)
+	}
+	return nil
+}
+
+// frame appends to buf the frame of a record whose payload is built by
+// body, and returns it.
+func frame(buf []byte, typ byte, body func([]byte) []byte) []byte {
+	start := len(buf)
+	buf = append(buf, make([]byte, frameSize)...)
+	buf = append(buf, typ)
+	buf = body(buf)
+	payload := buf[start+frameSize:]
+	binary.LittleEndian.PutUint32(buf[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(payload, castagnoli))
+	return buf
+}
+
+// errShort tells that the data ends inside a record.
+var errShort = errors.New("record cut short")
+
+// nextRecord splits the first record off data: its payload, and the bytes
+// it took. errShort tells that data ends before the record does.
+func nextRecord(data []byte) (payload []byte, n int, err error) {
+	if len(data) < frameSize {
+		return nil, 0, errShort
+	}
+	size := binary.LittleEndian.Uint32(data)
+	sum := binary.LittleEndian.Uint32(data[4:])
+	if size == 0 || size > maxRecord {
+		return nil, 0, fmt.Errorf("record length %d out of range", size)
+	}
+	if uint64(len(data)-frameSize) < uint64(size) {
+		return nil, 0, errShort
+	}
+	payload = data[frameSize : frameSize+int(size)]
+	if crc32.Checksum(payload, castagnoli) != sum {
+		return nil, 0, errors.New("record checksum mismatch")
+	}
+	return payload, frameSize + int(size), nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return binary.AppendVarint(b, 0)
+	}
+	return binary.AppendVarint(b, t.UnixNano())
+}
+
+const (
+	flagSandbox      = 1
+	flagAfterRestart = 2
+)
+
+func appendEvent(b []byte, ev *pleg.Event) []byte {
+	b = appendString(b, string(ev.Type))
+	b = appendString(b, ev.PodUID)
+	b = appendString(b, ev.PodName)
+	b = appendString(b, ev.PodNamespace)
+	b = appendString(b, ev.ContainerID)
+	b = appendString(b, ev.ContainerName)
+	var flags byte
+	if ev.Sandbox {
+		flags |= flagSandbox
+	}
+	if ev.AfterRestart {
+		flags |= flagAfterRestart
+	}
+	b = append(b, flags)
+	b = appendTime(b, ev.Observed)
+	b = appendTime(b, ev.StartedAt)
+	return appendTime(b, ev.FinishedAt)
+}
+
+var itemStates = []pleg.ItemState{pleg.ItemRunning, pleg.ItemExited, pleg.ItemUnknown}
+
+func appendPods(b []byte, pods []pleg.PodReport) []byte {
+	b = binary.AppendUvarint(b, uint64(len(pods)))
+	for i := range pods {
+		p := &pods[i]
+		b = appendString(b, p.UID)
+		b = appendString(b, p.Name)
+		b = appendString(b, p.Namespace)
+		b = binary.AppendUvarint(b, uint64(len(p.Items)))
+		for _, it := range p.Items {
+			b = appendString(b, it.ID)
+			b = appendString(b, it.Name)
+			var flags byte
+			if it.Sandbox {
+				flags |= flagSandbox
+			}
+			b = append(b, flags)
+			state := byte(0)
+			for i, s := range itemStates {
+				if s == it.State {
+					state = byte(i + 1)
+				}
+			}
+			b = append(b, state)
+		}
+	}
+	return b
+}
+
+// batch is a decoded recBatch.
+type batch struct {
+	first  uint64
+	events []pleg.Event
+	pods   []pleg.PodReport
+}
+
+func appendBatch(buf []byte, first uint64, events []pleg.Event, pods []pleg.PodReport) []byte {
+	return frame(buf, recBatch, func(b []byte) []byte {
+		b = binary.AppendUvarint(b, first)
+		b = binary.AppendUvarint(b, uint64(len(events)))
+		for i := range events {
+			b = appendEvent(b, &events[i])
+		}
+		return appendPods(b, pods)
+	})
+}
+
+// checkpoint is a decoded recCheckpoint.
+type checkpoint struct {
+	origin, next, reserved uint64
+	// created is when the store was created.
+	created time.Time
+	pods    []pleg.PodReport
+}
+
+func appendCheckpoint(buf []byte, c *checkpoint) []byte {
+	return frame(buf, recCheckpoint, func(b []byte) []byte {
+		b = binary.AppendUvarint(b, c.origin)
+		b = binary.AppendUvarint(b, c.next)
+		b = binary.AppendUvarint(b, c.reserved)
+		b = appendTime(b, c.created)
+		return appendPods(b, c.pods)
+	})
+}
+
+func appendOpen(buf []byte, boot string, at time.Time) []byte {
+	return frame(buf, recOpen, func(b []byte) []byte {
+		b = appendString(b, boot)
+		return appendTime(b, at)
+	})
+}
+
+func appendReserve(buf []byte, upTo uint64) []byte {
+	return frame(buf, recReserve, func(b []byte) []byte { return binary.AppendUvarint(b, upTo) })
+}
+
+func appendGap(buf []byte, from, to uint64) []byte {
+	return frame(buf, recGap, func(b []byte) []byte {
+		b = binary.AppendUvarint(b, from)
+		return binary.AppendUvarint(b, to)
+	})
+}
+
+func appendClose(buf []byte) []byte {
+	return frame(buf, recClose, func(b []byte) []byte { return b })
+}
+
+// decoder reads a record body; the first error sticks and every later read
+// returns zero values.
+type decoder struct {
+	b   []byte
+	err error
+	// strs, if set, interns the strings read: a store names the same
+	// pods, namespaces and types over and over.
+	strs map[string]string
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a number of items that each take at least one byte.
+func (d *decoder) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("count %d exceeds the %d bytes left", n, len(d.b))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("record ends early")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("string of %d bytes exceeds the %d left", n, len(d.b))
+		return ""
+	}
+	b := d.b[:n]
+	d.b = d.b[n:]
+	if d.strs == nil {
+		return string(b)
+	}
+	if s, ok := d.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	d.strs[s] = s
+	return s
+}
+
+func (d *decoder) time() time.Time {
+	ns := d.varint()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// end fails unless the body was read whole.
+func (d *decoder) end() error {
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d bytes left over", len(d.b))
+	}
+	return d.err
+}
+
+func (d *decoder) event() pleg.Event {
+	ev := pleg.Event{
+		Type: pleg.EventType(d.string()), PodUID: d.string(), PodName: d.string(), PodNamespace: d.string(),
+		ContainerID: d.string(), ContainerName: d.string(),
+	}
+	flags := d.byte()
+	ev.Sandbox, ev.AfterRestart = flags&flagSandbox != 0, flags&flagAfterRestart != 0
+	ev.Observed, ev.StartedAt, ev.FinishedAt = d.time(), d.time(), d.time()
+	switch ev.Type {
+	case pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet:
+	default:
+		d.fail("unknown event type %q", ev.Type)
+	}
+	return ev
+}
+
+func (d *decoder) pods() []pleg.PodReport {
+	n := d.count()
+	pods := make([]pleg.PodReport, 0, n)
+	for range n {
+		p := pleg.PodReport{UID: d.string(), Name: d.string(), Namespace: d.string()}
+		items := d.count()
+		if items > 0 {
+			p.Items = make([]pleg.ItemReport, 0, items)
+		}
+		for range items {
+			it := pleg.ItemReport{ID: d.string(), Name: d.string()}
+			it.Sandbox = d.byte()&flagSandbox != 0
+			s := int(d.byte())
+			if s < 1 || s > len(itemStates) {
+				d.fail("unknown item state %d", s)
+				return nil
+			}
+			it.State = itemStates[s-1]
+			p.Items = append(p.Items, it)
+		}
+		if d.err != nil {
+			return nil
+		}
+		if p.UID == "" {
+			d.fail("a pod report without a UID")
+			return nil
+		}
+		pods = append(pods, p)
+	}
+	return pods
+}
+
+// record is one decoded record; the fields its type uses are set.
+type record struct {
+	typ        byte
+	boot       string
+	at         time.Time
+	upTo       uint64 // recReserve
+	from, to   uint64 // recGap
+	batch      batch
+	checkpoint checkpoint
+}
+
+// decodeRecord decodes a record's payload, interning its strings in strs
+// if set.
+func decodeRecord(payload []byte, strs map[string]string) (record, error) {
+	if len(payload) == 0 {
+		return record{}, errors.New("empty record")
+	}
+	r := record{typ: payload[0]}
+	d := &decoder{b: payload[1:], strs: strs}
+	switch r.typ {
+	case recOpen:
+		r.boot, r.at = d.string(), d.time()
+	case recReserve:
+		r.upTo = d.uvarint()
+	case recBatch:
+		r.batch.first = d.uvarint()
+		n := d.count()
+		r.batch.events = make([]pleg.Event, 0, n)
+		for range n {
+			r.batch.events = append(r.batch.events, d.event())
+		}
+		r.batch.pods = d.pods()
+	case recGap:
+		r.from, r.to = d.uvarint(), d.uvarint()
+		if d.err == nil && r.to < r.from {
+			d.fail("gap %d..%d runs backwards", r.from, r.to)
+		}
+	case recCheckpoint:
+		r.checkpoint = checkpoint{origin: d.uvarint(), next: d.uvarint(), reserved: d.uvarint(), created: d.time()}
+		r.checkpoint.pods = d.pods()
+	case recClose:
+	default:
+		return r, fmt.Errorf("unknown record type %d", r.typ)
+	}
+	if err := d.end(); err != nil {
+		return r, fmt.Errorf("record type %d: %w", r.typ, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,226 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/plegkit/pleg"
+)
+
+// Outcomes of reading a store at start: the outcome label of
+// pleg_journal_recoveries_total.
+const (
+	// OutcomeNew: there was no store; a new one starts.
+	OutcomeNew = "new"
+	// OutcomeClean: the last run stopped cleanly.
+	OutcomeClean = "clean"
+	// OutcomeKilled: the last run was killed in this boot; what it
+	// committed was written whole (its page cache outlived it), so
+	// nothing is lost.
+	OutcomeKilled = "killed"
+	// OutcomeCrashed: the machine went down while a run was writing:
+	// what it committed after its last sync may be lost, which readers
+	// are told as a gap.
+	OutcomeCrashed = "crashed"
+	// OutcomeTruncated: the store holds fewer events than its head says
+	// were committed, and the missing ones are told as a gap.
+	OutcomeTruncated = "truncated"
+	// OutcomeCorrupt and OutcomeNewer: the store was set aside and a new
+	// one starts; readers are told what they miss as a gap.
+	OutcomeCorrupt = "corrupt"
+	OutcomeNewer   = "newer_version"
+	// OutcomeUnusable: the directory cannot be read or locked; the journal
+	// runs in memory.
+	OutcomeUnusable = "unusable"
+)
+
+// recovered is what the segments of a store say.
+type recovered struct {
+	segments []segment
+	origin   uint64
+	created  time.Time
+	// floor is the number before the first the oldest segment holds:
+	// older ones went with the segments retention deleted.
+	floor    uint64
+	next     uint64 // the number after the last event or gap
+	reserved uint64
+	boot     string // of the last run
+	clean    bool
+	pods     map[string]pleg.PodReport
+	// ring holds the events and gaps read, within the journal's bounds;
+	// nil until the first checkpoint.
+	ring *ring
+	// strs interns the strings read.
+	strs map[string]string
+	// tornAt is where the newest segment's last whole record ends, when a
+	// record after it was cut short or does not check; -1 if none.
+	tornAt  int64
+	tornErr error
+}
+
+type segment struct {
+	name string
+	// last is the highest number an event or gap in it holds, 0 if none.
+	last uint64
+	size int64
+	// base is the size of its header and checkpoint: a segment is full
+	// when what follows them reaches the segment size, however large its
+	// checkpoint.
+	base int64
+}
+
+// damage is an error that makes a store untrustworthy.
+type damage struct {
+	file string
+	err  error
+}
+
+func (d *damage) Error() string { return fmt.Sprintf("%s: %v", d.file, d.err) }
+func (d *damage) Unwrap() error { return d.err }
+
+// readStore reads every segment of dir, oldest first. A damage error means
+// the store cannot be trusted; any other error that it cannot be read.
+func readStore(dir string, maxEvents int, maxBytes int64) (*recovered, error) {
+	names, err := listSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	rs := newRecovered(maxEvents, maxBytes)
+	for i, name := range names {
+		data, err := readSegmentFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		if err := rs.replay(name, data, i == len(names)-1); err != nil {
+			return nil, &damage{name, err}
+		}
+	}
+	return rs, nil
+}
+
+func newRecovered(maxEvents int, maxBytes int64) *recovered {
+	return &recovered{pods: make(map[string]pleg.PodReport), tornAt: -1, strs: make(map[string]string),
+		ring: newRing(maxEvents, maxBytes, 0)}
+}
+
+func readSegmentFile(path string) ([]byte, error) {
+	f, err := openFile(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, fi.Size())
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// replay applies one segment. In the newest segment a record that is cut
+// short or does not check ends the log (newest says where); the caller
+// decides whether that is a killed write or damage. Elsewhere it is damage.
+func (rs *recovered) replay(name string, data []byte, newest bool) error {
+	if err := checkHeader(data); err != nil {
+		if newest && len(data) < headerSize {
+			// Created, then killed before its header was written whole.
+			rs.segments = append(rs.segments, segment{name: name})
+			rs.tornAt, rs.tornErr = 0, errShort
+			return nil
+		}
+		return err
+	}
+	seg := segment{name: name, size: int64(len(data))}
+	first := true
+	for off := headerSize; off < len(data); {
+		if !first && seg.base == 0 {
+			seg.base = int64(off)
+		}
+		payload, n, err := nextRecord(data[off:])
+		if err == nil {
+			var r record
+			if r, err = decodeRecord(payload, rs.strs); err == nil {
+				err = rs.apply(&seg, r, first)
+			}
+		}
+		if err != nil {
+			if newest {
+				rs.tornAt, rs.tornErr, seg.size = int64(off), err, int64(off)
+				break
+			}
+			return fmt.Errorf("at offset %d: %w", off, err)
+		}
+		off += n
+		first = false
+	}
+	rs.segments = append(rs.segments, seg)
+	return nil
+}
+
+// apply replays one record into the recovered state.
+func (rs *recovered) apply(seg *segment, r record, first bool) error {
+	if first != (r.typ == recCheckpoint) {
+		return errors.New("a segment must start with a checkpoint, and only there")
+	}
+	rs.clean = r.typ == recClose
+	switch r.typ {
+	case recOpen:
+		rs.boot = r.boot
+	case recReserve:
+		rs.reserved = max(rs.reserved, r.upTo)
+	case recCheckpoint:
+		c := r.checkpoint
+		if len(rs.segments) == 0 {
+			rs.origin, rs.floor, rs.created = c.origin, c.next-1, c.created
+			rs.ring.floor = rs.floor
+		}
+		rs.next, rs.reserved = max(rs.next, c.next), max(rs.reserved, c.reserved)
+		clear(rs.pods)
+		for _, p := range c.pods {
+			rs.pods[p.UID] = p
+		}
+	case recBatch:
+		b := r.batch
+		if b.first < rs.next {
+			return fmt.Errorf("batch numbered from %d, before %d", b.first, rs.next)
+		}
+		for i, ev := range b.events {
+			seq := b.first + uint64(i)
+			rs.ring.push(Entry{Seq: seq, Event: ev}, eventSize(&ev))
+		}
+		rs.next = b.first + uint64(len(b.events))
+		if len(b.events) > 0 {
+			seg.last = rs.next - 1
+		}
+		for _, p := range b.pods {
+			if len(p.Items) == 0 {
+				delete(rs.pods, p.UID)
+			} else {
+				rs.pods[p.UID] = p
+			}
+		}
+	case recGap:
+		if r.from < rs.next {
+			return fmt.Errorf("gap from %d, before %d", r.from, rs.next)
+		}
+		rs.ring.push(Entry{Seq: r.to, Gap: true, From: r.from, To: r.to}, gapSize)
+		rs.next, seg.last = r.to+1, r.to
+	}
+	return nil
+}
+
+// gapSize is what a gap counts against the byte bound.
+const gapSize = 24
+
+// eventSize is about an event's size as encoded, which the byte bound
+// counts: its strings, their lengths, the flags and three times.
+func eventSize(ev *pleg.Event) int64 {
+	return int64(len(ev.Type)+len(ev.PodUID)+len(ev.PodName)+len(ev.PodNamespace)+
+		len(ev.ContainerID)+len(ev.ContainerName)) + 6 + 1 + 3*9
+}

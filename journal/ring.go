@@ -1,0 +1,96 @@
+package journal
+
+import (
+	"sort"
+
+	"github.com/plegkit/pleg"
+)
+
+// Entry is one numbered line of the journal: an event, or a gap where
+// events were lost.
+type Entry struct {
+	// Seq orders entries; a reader resumes after the last it read. A
+	// gap's Seq is its To.
+	Seq   uint64
+	Event pleg.Event
+	// Gap tells that the entry stands for events that were lost, or that
+	// the reader asked for and the journal no longer holds, numbered From
+	// to To, inclusive. From is above To for a reader whose number is
+	// ahead of the journal's: it comes from a journal that was reset.
+	Gap      bool
+	From, To uint64
+}
+
+// ring holds the entries kept for readers to resume from, oldest first, up
+// to a number of events and of bytes (as encoded); past either, the oldest
+// go first.
+type ring struct {
+	maxEvents int
+	maxBytes  int64
+
+	buf   []slot // circular; grows up to maxEvents
+	head  int    // index of the oldest
+	n     int
+	bytes int64
+	// floor is the Seq of the newest entry dropped, or the journal's
+	// origin minus one: every number above it up to the newest is held.
+	floor uint64
+}
+
+type slot struct {
+	Entry
+	size int64
+}
+
+func newRing(maxEvents int, maxBytes int64, floor uint64) *ring {
+	return &ring{maxEvents: maxEvents, maxBytes: maxBytes, floor: floor}
+}
+
+func (r *ring) at(i int) *slot { return &r.buf[(r.head+i)%len(r.buf)] }
+
+// push appends e, of size bytes as encoded, and drops the oldest entries
+// past the bounds; the newest stays even if it alone exceeds them.
+func (r *ring) push(e Entry, size int64) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	if r.n == len(r.buf) {
+		r.dropOldest()
+	}
+	*r.at(r.n) = slot{e, size}
+	r.n++
+	r.bytes += size
+	for r.n > 1 && (r.n > r.maxEvents || r.bytes > r.maxBytes) {
+		r.dropOldest()
+	}
+}
+
+func (r *ring) grow() {
+	size := min(max(2*len(r.buf), 64), r.maxEvents)
+	if size <= len(r.buf) {
+		return
+	}
+	buf := make([]slot, size)
+	for i := range r.n {
+		buf[i] = *r.at(i)
+	}
+	r.buf, r.head = buf, 0
+}
+
+func (r *ring) dropOldest() {
+	s := r.at(0)
+	r.floor, r.bytes = s.Seq, r.bytes-s.size
+	*s = slot{}
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+}
+
+// after returns up to max entries numbered above seq, oldest first.
+func (r *ring) after(seq uint64, max int) []Entry {
+	i := sort.Search(r.n, func(i int) bool { return r.at(i).Seq > seq })
+	out := make([]Entry, 0, min(max, r.n-i))
+	for ; i < r.n && len(out) < max; i++ {
+		out = append(out, r.at(i).Entry)
+	}
+	return out
+}

@@ -1,0 +1,211 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/plegkit/pleg"
+)
+
+// writer appends records to the newest segment of a state directory. It
+// belongs to the Journal and is used under its lock.
+type writer struct {
+	dir  string
+	lock *os.File
+	head *os.File
+	seg  *os.File
+	// segments are the directory's, oldest first; the last is seg.
+	segments []segment
+	// reserved is the highest number a synced reservation covers.
+	reserved uint64
+	segLimit int64
+	sync     time.Duration
+	// dirty tells that seg was written since it was last synced.
+	dirty bool
+	buf   []byte
+}
+
+// startWriter starts a new segment, number num, with a checkpoint of the
+// journal as it stands, the run's open record and the gap, if any, of what
+// an earlier run may have lost; it syncs them, then leaves the journal
+// numbering after the gap.
+func (j *Journal) startWriter(lock *os.File, segments []segment, reserved uint64, gap *Entry) error {
+	w := &writer{dir: j.opts.Dir, lock: lock, segments: segments, segLimit: j.opts.SegmentBytes, sync: j.opts.Sync}
+	var err error
+	if w.head, err = openFile(filepath.Join(w.dir, headName), os.O_RDWR|os.O_CREATE); err != nil {
+		return err
+	}
+	last := j.next - 1
+	if gap != nil {
+		last = gap.To
+	}
+	w.reserved = max(reserved, last+reserveAhead)
+	var num uint64 = 1
+	if len(segments) > 0 {
+		num = segmentNumber(segments[len(segments)-1].name) + 1
+	}
+	buf := appendOpen(nil, j.opts.BootID, j.opts.Clock.Now())
+	if gap != nil {
+		buf = appendGap(buf, gap.From, gap.To)
+	}
+	if err := w.startSegment(num, j.checkpoint(w.reserved), buf); err != nil {
+		w.close()
+		return err
+	}
+	if gap != nil {
+		w.segments[len(w.segments)-1].last = gap.To
+		j.ring.push(*gap, gapSize)
+		j.next = gap.To + 1
+	}
+	if err := writeHead(w.head, j.next-1); err != nil {
+		w.close()
+		return err
+	}
+	j.w = w
+	return nil
+}
+
+// checkpoint is the journal as it stands, for the start of a segment.
+func (j *Journal) checkpoint(reserved uint64) *checkpoint {
+	c := &checkpoint{origin: j.origin, next: j.next, reserved: reserved, created: j.created, pods: make([]pleg.PodReport, 0, len(j.pods))}
+	for _, p := range j.pods {
+		c.pods = append(c.pods, p)
+	}
+	return c
+}
+
+// startSegment creates segment num with its header, the checkpoint c and
+// then more, syncs it and the directory, and makes it the one written.
+func (w *writer) startSegment(num uint64, c *checkpoint, more []byte) error {
+	name := segmentName(num)
+	f, err := openFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND)
+	if err != nil {
+		return err
+	}
+	buf := appendCheckpoint(header(), c)
+	base := int64(len(buf))
+	buf = append(buf, more...)
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := syncDir(w.dir); err != nil {
+		f.Close()
+		return err
+	}
+	if w.seg != nil {
+		w.seg.Close()
+	}
+	w.seg, w.dirty = f, false
+	w.segments = append(w.segments, segment{name: name, size: int64(len(buf)), base: base})
+	return nil
+}
+
+// commit writes a batch numbered from j.next, with a reservation first if
+// it goes past the last one, and starts a new segment if this one is full.
+// The journal's pods already hold the batch's reports.
+func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) error {
+	first := j.next
+	last := first + uint64(len(events)) - 1
+	reserve := len(events) > 0 && last > w.reserved
+	buf := w.buf[:0]
+	if reserve {
+		buf = appendReserve(buf, last+reserveAhead)
+	}
+	buf = appendBatch(buf, first, events, pods)
+	if cap(buf) <= 1<<20 {
+		w.buf = buf
+	}
+	if err := w.write(buf); err != nil {
+		return err
+	}
+	active := &w.segments[len(w.segments)-1]
+	if len(events) > 0 {
+		active.last = last
+	}
+	// A number is given out only once a synced reservation covers it.
+	if reserve || w.sync == SyncAlways {
+		if err := w.seg.Sync(); err != nil {
+			return err
+		}
+		w.dirty = false
+		if reserve {
+			w.reserved = last + reserveAhead
+		}
+		if err := writeHead(w.head, last); err != nil {
+			return err
+		}
+	}
+	if active.size-active.base >= w.segLimit {
+		return w.rotate(j, last+1)
+	}
+	return nil
+}
+
+// write appends buf to the segment whole, or leaves the segment as it was.
+func (w *writer) write(buf []byte) error {
+	active := &w.segments[len(w.segments)-1]
+	if _, err := w.seg.Write(buf); err != nil {
+		// A short write (a full disk) would leave a record cut short,
+		// which a later run takes for damage once a segment follows.
+		if terr := w.seg.Truncate(active.size); terr != nil {
+			err = errors.Join(err, terr)
+		}
+		return err
+	}
+	active.size += int64(len(buf))
+	w.dirty = true
+	return nil
+}
+
+// rotate syncs the full segment and starts the next with a checkpoint
+// whose numbering goes on at next.
+func (w *writer) rotate(j *Journal, next uint64) error {
+	if err := w.seg.Sync(); err != nil {
+		return err
+	}
+	c := j.checkpoint(w.reserved)
+	c.next = next
+	return w.startSegment(segmentNumber(w.segments[len(w.segments)-1].name)+1, c, nil)
+}
+
+// dropSegmentsUpTo deletes the segments, but the one written, whose events
+// are all numbered floor or below: retention dropped them.
+func (w *writer) dropSegmentsUpTo(floor uint64) {
+	n := 0
+	for n < len(w.segments)-1 && w.segments[n].last <= floor {
+		if err := os.Remove(filepath.Join(w.dir, w.segments[n].name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		n++
+	}
+	w.segments = w.segments[n:]
+}
+
+// closeCleanly records a clean stop, syncs and closes.
+func (w *writer) closeCleanly(last uint64) error {
+	_, err := w.seg.Write(appendClose(nil))
+	if err == nil {
+		err = w.seg.Sync()
+	}
+	if err == nil {
+		err = writeHead(w.head, last)
+	}
+	w.close()
+	return err
+}
+
+// close closes the files and releases the directory.
+func (w *writer) close() {
+	for _, f := range []*os.File{w.seg, w.head, w.lock} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package chart
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	sdk "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+	"github.com/plegkit/pleg/test/chart/dashboard"
+)
+
+// TestDashboard reads the dashboard back with the SDK as Grafana's model
+// and checks that every panel queries pleg's series. (TestChartCopies
+// checks deploy's and the chart's JSON against it.)
+func TestDashboard(t *testing.T) {
+	data, err := dashboard.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins.RegisterDefaultPlugins()
+	var d sdk.Dashboard
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("the dashboard does not read back as Grafana's model: %v", err)
+	}
+	if d.Uid == nil || *d.Uid != dashboard.UID {
+		t.Errorf("uid %v, want %s", d.Uid, dashboard.UID)
+	}
+	panels := 0
+	for _, p := range d.Panels {
+		if p.Panel == nil {
+			continue
+		}
+		panels++
+		title := *p.Panel.Title
+		if len(p.Panel.Targets) == 0 {
+			t.Errorf("panel %q has no query", title)
+		}
+		for _, target := range p.Panel.Targets {
+			raw, _ := json.Marshal(target)
+			var q struct{ Expr string }
+			_ = json.Unmarshal(raw, &q)
+			if !strings.Contains(q.Expr, `job="pleg"`) {
+				t.Errorf("panel %q: query %q does not select job=\"pleg\"", title, q.Expr)
+			}
+		}
+	}
+	t.Logf("%d panels", panels)
+}

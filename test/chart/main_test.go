@@ -1,0 +1,56 @@
+package chart
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/plegkit/pleg/test/chart/dashboard"
+)
+
+// TestMain, with -update, first writes the files the chart copies (its
+// rules, its dashboard), so that the renders written after them hold
+// them.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if *update {
+		if err := writeChartCopies(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// chartCopies are the files the chart holds copies of, since it cannot
+// read outside its directory: each copy's path and what it must hold.
+func chartCopies() (map[string][]byte, error) {
+	rules, err := os.ReadFile(filepath.Join(deployDir, "prometheus-rules.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	dash, err := dashboard.JSON()
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{
+		filepath.Join(chartDir, "files", "prometheus-rules.yaml"): rules,
+		filepath.Join(deployDir, "grafana-dashboard.json"):        dash,
+		filepath.Join(chartDir, "dashboards", "pleg.json"):        dash,
+	}, nil
+}
+
+func writeChartCopies() error {
+	copies, err := chartCopies()
+	if err != nil {
+		return err
+	}
+	for path, data := range copies {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
