@@ -15,7 +15,7 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: test test-matrix check test-stress bench bench-long fuzz demo generate
+.PHONY: test test-matrix check test-stress bench bench-long fuzz demo generate fleet
 
 # test/kube is a Go module of its own: it requires k8s.io/kubernetes and
 # etcd, to test reporting into a real kube-apiserver, and the product's
@@ -97,6 +97,18 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+## fleet: 10, 50 and 100 nodes on this machine, each a simulated runtime
+## and its own pleg run, reporting to one kube-apiserver and scraped by one
+## Prometheus: requests at rest, while every runtime hangs and as they
+## recover, CPU and memory per daemon, series and bytes per scrape; prints
+## the table of the README's "At fleet scale" (half an hour on 2 cores).
+## make test runs its 10-node version, with a short stretch at rest.
+FLEET_NODES ?= 10,50,100
+FLEET_REST ?= 5m30s
+fleet:
+	cd $(KUBE_TEST_MODULE) && PLEG_FLEET_NODES=$(FLEET_NODES) PLEG_FLEET_REST=$(FLEET_REST) \
+	  $(GO) test -count=1 -v -run '^TestFleet$$' -timeout 120m ./fleet/
 
 ## demo: the daemon over the simulated runtime with churn
 demo:

@@ -29,7 +29,8 @@ func TestKubeReport(t *testing.T) {
 		Runtime:   rt,
 		Generator: pleg.Options{RelistPeriod: 20 * time.Millisecond},
 		Listen:    "127.0.0.1:0",
-		Kube:      &kubereport.Config{NodeName: "node-1", Client: api},
+		// Written at once, not after a share of the fleet's spread.
+		Kube: &kubereport.Config{NodeName: "node-1", Client: api, Spread: time.Millisecond},
 	})
 	eventually(t, "pleg's condition on the node", func() bool {
 		node, err := api.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})

@@ -9,6 +9,7 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // ClientOptions say how to reach the API server.
@@ -22,26 +23,27 @@ type ClientOptions struct {
 	// Timeout bounds each request (default 10 s): a slow API server
 	// delays a report, never more.
 	Timeout time.Duration
-	// QPS and Burst bound the requests a second the client sends, on
-	// average and at once (DefaultQPS, DefaultBurst): a node daemon
-	// writes a condition and a few events, and a fleet of them must not
-	// crowd the API server. Zero takes the default.
+	// QPS and Burst bound the requests the client sends, on average and
+	// at once (DefaultQPS, DefaultBurst), all of them together: the node
+	// condition's and the events'. Zero takes the default.
 	QPS   float32
 	Burst int
 }
 
-// Defaults of ClientOptions: client-go's, a tenth of the kubelet's (its
-// --kube-api-qps 50, --kube-api-burst 100). pleg writes a condition at
-// most every 5 s and a few events; a thousand nodes at these rates still
-// cannot send more than 5,000 requests a second.
+// Defaults of ClientOptions. A node's pleg sends at most one request in
+// any two seconds, whatever happens on the node: a fleet of N nodes never
+// more than N in any two seconds. pleg needs far less: a condition
+// written at most every 5 s and a heartbeat every 5 minutes, and a few
+// events when something changes. (The kubelet's own client may send 50 a
+// second, in bursts of 100.)
 const (
-	DefaultQPS   = 5
-	DefaultBurst = 10
+	DefaultQPS   = 0.5
+	DefaultBurst = 1
 )
 
 // NewClient returns a client of the core and events.k8s.io APIs alone,
-// rate-limited well below client-go's defaults: a node daemon writes a
-// condition and a few events.
+// rate-limited well below client-go's defaults, by one token bucket that
+// both APIs share: a node daemon writes a condition and a few events.
 func NewClient(opts ClientOptions) (Client, error) {
 	var cfg *rest.Config
 	var err error
@@ -68,9 +70,12 @@ func NewClient(opts ClientOptions) (Client, error) {
 	if cfg.Burst == 0 {
 		cfg.Burst = DefaultBurst
 	}
-	if cfg.QPS < 0 || cfg.Burst < 0 {
-		return nil, fmt.Errorf("kubereport: QPS %v and burst %d must not be negative", cfg.QPS, cfg.Burst)
+	if !(cfg.QPS > 0) || cfg.Burst < 0 {
+		return nil, fmt.Errorf("kubereport: QPS %v and burst %d must be positive", cfg.QPS, cfg.Burst)
 	}
+	// One bucket for both clients: each would otherwise make its own from
+	// QPS and Burst, and the node could send twice what they say.
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubereport: %w", err)

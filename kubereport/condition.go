@@ -20,10 +20,10 @@ import (
 // conditionWriter keeps the node's condition equal to the latest verdict.
 // The reporter's loop hands it verdicts (set) and never waits for it; its
 // own goroutine (run) writes them with a strategic merge patch on
-// nodes/status, which leaves the kubelet's conditions alone: at most one
-// write per minInterval, a failed one retried with a capped backoff (the
-// latest verdict, not the failed one), and a heartbeat when nothing
-// changes.
+// nodes/status, which leaves the kubelet's conditions alone: a change at
+// the node's turn in the spread, at most one write per minInterval, a
+// failed one retried with a capped backoff (the latest verdict, not the
+// failed one), and a heartbeat when nothing changes.
 type conditionWriter struct {
 	nodes       corev1client.NodeInterface
 	name        string
@@ -33,6 +33,7 @@ type conditionWriter struct {
 	minInterval time.Duration
 	maxRetry    time.Duration
 	heartbeat   time.Duration
+	spread      spreader
 
 	// onStored, if set, is told the condition the API server holds, each
 	// time the writer learns it.
@@ -43,15 +44,19 @@ type conditionWriter struct {
 
 	mu sync.Mutex
 	// want is the latest verdict and since when its status holds; wanted
-	// is false before the first. pending tells it is not written yet.
-	want    verdict
-	since   time.Time
-	wanted  bool
-	pending bool
+	// is false before the first. pending tells it is not written yet, and
+	// notBefore when it may be: the node's turn in the spread after the
+	// verdicts started to differ from what was written.
+	want      verdict
+	since     time.Time
+	wanted    bool
+	pending   bool
+	notBefore time.Time
 
 	// Owned by run.
 	stored      *corev1.NodeCondition // the condition the API server holds
 	known       bool                  // stored was read from the API server
+	beatDue     time.Time             // when stored needs a heartbeat
 	lastAttempt time.Time
 	backoff     wait.Backoff
 	failing     bool      // the last attempt failed
@@ -59,10 +64,10 @@ type conditionWriter struct {
 }
 
 func newConditionWriter(nodes corev1client.NodeInterface, name string, clk clock.WithTicker, log *slog.Logger,
-	count func(string), minInterval, maxRetry, heartbeat time.Duration) *conditionWriter {
+	count func(string), minInterval, maxRetry, heartbeat time.Duration, spread spreader) *conditionWriter {
 	w := &conditionWriter{
 		nodes: nodes, name: name, clock: clk, log: log, count: count,
-		minInterval: minInterval, maxRetry: maxRetry, heartbeat: heartbeat,
+		minInterval: minInterval, maxRetry: maxRetry, heartbeat: heartbeat, spread: spread,
 		notify: make(chan struct{}, 1),
 	}
 	w.resetBackoff()
@@ -80,6 +85,8 @@ func (w *conditionWriter) set(v verdict, now time.Time) {
 	}
 	if w.pending {
 		w.count(resultDropped)
+	} else {
+		w.notBefore = w.spread.turn(now)
 	}
 	if !w.wanted || v.status() != w.want.status() {
 		w.since = now
@@ -91,10 +98,10 @@ func (w *conditionWriter) set(v verdict, now time.Time) {
 	}
 }
 
-func (w *conditionWriter) latest() (v verdict, since time.Time, ok bool) {
+func (w *conditionWriter) latest() (v verdict, since, notBefore time.Time, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.want, w.since, w.wanted
+	return w.want, w.since, w.notBefore, w.wanted
 }
 
 // written marks v as on the API server, unless a newer verdict came.
@@ -142,9 +149,12 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 	if w.failing && now.Before(w.retryAt) {
 		return w.retryAt // a new verdict waits for the backoff too
 	}
-	want, since, ok := w.latest()
+	want, since, notBefore, ok := w.latest()
 	if !ok {
 		return time.Time{}
+	}
+	if now.Before(notBefore) {
+		return notBefore // the change waits for the node's turn
 	}
 	if !w.known {
 		// Read the condition pleg wrote before a restart, so that its
@@ -161,12 +171,18 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 			return w.failed(ctx, now, "reading the node", err)
 		default:
 			w.stored, w.known = find(node), true
+			if w.stored != nil {
+				// A restart: the heartbeat comes at a random point, as
+				// after a change, so that a fleet restarted at once does
+				// not beat in step.
+				w.beatDue = w.stored.LastHeartbeatTime.Add(w.spread.heartbeat(w.heartbeat))
+			}
 		}
 	}
-	if w.stored != nil && same(w.stored, want) && now.Sub(w.stored.LastHeartbeatTime.Time) < w.heartbeat {
+	if w.stored != nil && same(w.stored, want) && now.Before(w.beatDue) {
 		w.store(w.stored)
 		w.written(want)
-		return w.stored.LastHeartbeatTime.Add(w.heartbeat)
+		return w.beatDue
 	}
 
 	w.lastAttempt = now
@@ -183,13 +199,20 @@ func (w *conditionWriter) step(ctx context.Context) time.Time {
 		w.failing = false
 	}
 	w.resetBackoff()
+	// After a change the next heartbeat comes at a random point of the
+	// period's second half; after a heartbeat, a period later.
+	if w.stored != nil && same(w.stored, want) {
+		w.beatDue = now.Add(w.heartbeat)
+	} else {
+		w.beatDue = now.Add(w.spread.heartbeat(w.heartbeat))
+	}
 	if got := find(node); got != nil {
 		w.store(got)
 	} else {
 		w.store(&sent)
 	}
 	w.written(want)
-	return now.Add(w.heartbeat)
+	return w.beatDue
 }
 
 // store records c as the condition the API server holds.

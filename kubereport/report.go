@@ -12,6 +12,13 @@
 // delays only the reports, never relisting, the generator's events or its
 // health. What cannot be written is retried, or dropped, and counted in
 // pleg_kube_reports_total{result}.
+//
+// A fleet's nodes often change at once (a runtime upgrade that hangs, its
+// recovery), so every write is bounded for the API server's sake: each
+// node writes its changes at its own moment of every Config.Spread; its
+// requests all pass one token bucket (ClientOptions.QPS and Burst); the
+// condition is written at most every MinWriteInterval; repeated events
+// become series; and pod events have a budget of their own.
 package kubereport
 
 import (
@@ -19,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -61,6 +69,11 @@ const (
 	// one event per pod at once: the node's condition and events tell it.
 	DefaultPodEventBurst      = 10
 	DefaultPodEventsPerMinute = 6
+	// DefaultSpread is the kubelet's node status period: a cause common
+	// to every node reaches the API server from their kubelets spread
+	// over that much, as each one's status loop comes round; pleg's
+	// writes of a change are spread as widely.
+	DefaultSpread = 10 * time.Second
 )
 
 // The values of pleg_kube_reports_total's result label.
@@ -120,6 +133,18 @@ type Config struct {
 	// dropped and counted.
 	PodEventBurst      int
 	PodEventsPerMinute int
+	// Spread is how far the writes of a change are spread over a fleet
+	// (DefaultSpread): the node writes its changes (the condition, the
+	// events) at its own place in every window of that length, drawn
+	// when it starts, so that a fleet whose nodes all change at once
+	// writes over that long rather than in one second, and no change
+	// waits longer. The first heartbeat after a change comes at a random
+	// point of the second half of Heartbeat.
+	Spread time.Duration
+	// Rand returns the random numbers of the spread, in [0, 1), and must
+	// be safe for concurrent use; default math/rand/v2's Float64. Tests
+	// fix it.
+	Rand func() float64
 }
 
 func (c *Config) validate() error {
@@ -135,6 +160,7 @@ func (c *Config) validate() error {
 	for name, d := range map[string]time.Duration{
 		"Interval": c.Interval, "Grace": c.Grace, "MinWriteInterval": c.MinWriteInterval,
 		"MaxRetryInterval": c.MaxRetryInterval, "Heartbeat": c.Heartbeat, "StopTimeout": c.StopTimeout,
+		"Spread": c.Spread,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("kubereport: %s %v: must not be negative", name, d))
@@ -164,6 +190,10 @@ func (c *Config) setDefaults() {
 	set(&c.MaxRetryInterval, DefaultMaxRetryInterval)
 	set(&c.Heartbeat, DefaultHeartbeat)
 	set(&c.StopTimeout, DefaultStopTimeout)
+	set(&c.Spread, DefaultSpread)
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
 	c.MaxRetryInterval = max(c.MaxRetryInterval, c.MinWriteInterval)
 	if c.PodEventBurst == 0 {
 		c.PodEventBurst = DefaultPodEventBurst
@@ -183,6 +213,10 @@ type Reporter struct {
 	writer  *conditionWriter
 	notices *notices
 	podRate flowcontrol.PassiveRateLimiter
+	spread  spreader
+	// pending are the events waiting for the node's turn in the spread;
+	// Run's loop owns them.
+	pending pendingEvents
 
 	runOnce sync.Once
 }
@@ -209,6 +243,7 @@ func New(src Source, cfg Config) (*Reporter, error) {
 		notices: newNotices(cfg.NodeName, cfg.Grace),
 		podRate: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(
 			float32(cfg.PodEventsPerMinute)/60, cfg.PodEventBurst, cfg.Clock),
+		spread: newSpreader(cfg.Spread, cfg.Rand),
 	}
 	for _, result := range []string{resultWritten, resultRetried, resultDropped} {
 		r.reports.WithLabelValues(result) // each shows from the start
@@ -219,7 +254,7 @@ func New(src Source, cfg Config) (*Reporter, error) {
 		}
 	}
 	r.writer = newConditionWriter(cfg.Client.CoreV1().Nodes(), cfg.NodeName, cfg.Clock, cfg.Logger, r.count,
-		cfg.MinWriteInterval, cfg.MaxRetryInterval, cfg.Heartbeat)
+		cfg.MinWriteInterval, cfg.MaxRetryInterval, cfg.Heartbeat, r.spread)
 	r.writer.onStored = r.written.set
 	return r, nil
 }
@@ -227,8 +262,8 @@ func New(src Source, cfg Config) (*Reporter, error) {
 func (r *Reporter) count(result string) { r.reports.WithLabelValues(result).Inc() }
 
 // Run reports until ctx ends, then sets the condition to Unknown (within
-// StopTimeout) and returns; events the recorder still retries are given
-// up. A Reporter runs once.
+// StopTimeout) and returns; events still waiting for the node's turn, or
+// that the recorder still retries, are given up. A Reporter runs once.
 func (r *Reporter) Run(ctx context.Context) error {
 	started := false
 	r.runOnce.Do(func() { started = true })
@@ -260,6 +295,9 @@ func (r *Reporter) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			stopRunning()
 			wg.Wait()
+			for range r.pending.len() {
+				r.count(resultDropped)
+			}
 			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopTimeout)
 			defer cancel()
 			r.writer.stop(last, r.cfg.Clock.Now())
@@ -269,8 +307,9 @@ func (r *Reporter) Run(ctx context.Context) error {
 	}
 }
 
-// observe reads the status once, hands the verdict to the writer and
-// records the events it calls for. It never waits for the API server.
+// observe reads the status once, hands the verdict to the writer, queues
+// the events it calls for until the node's turn, and records those whose
+// turn has come. It never waits for the API server.
 func (r *Reporter) observe(recorder events.EventRecorder, now time.Time) {
 	st := r.src.Status()
 	var sizes runtime.ListSizes
@@ -285,6 +324,11 @@ func (r *Reporter) observe(recorder events.EventRecorder, now time.Time) {
 			r.count(resultDropped)
 			continue
 		}
+		if !r.pending.add(e, r.spread.turn(now)) {
+			r.count(resultDropped)
+		}
+	}
+	for _, e := range r.pending.take(now) {
 		// The note is passed as an argument: it is no format.
 		recorder.Eventf(e.regarding, nil, e.eventType(), e.reason, e.action, "%s", e.note)
 	}

@@ -123,10 +123,26 @@ func node1(conditions ...corev1.NodeCondition) *corev1.Node {
 	}
 }
 
-// start runs a reporter of src in the bubble until the test ends.
+// noSpread and noDraw make a reporter write a change at once, and its
+// first heartbeat after it a whole period later. The tests of the spread
+// itself set others.
+const noSpread = time.Nanosecond
+
+func noDraw() float64 { return 0 }
+
+// start runs a reporter of src in the bubble until the test ends; its
+// writes are not spread.
 func start(t *testing.T, src Source, api Client, reg prometheus.Registerer) {
 	t.Helper()
-	r, err := New(src, Config{NodeName: "node-1", Client: api, Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+	startWith(t, src, Config{NodeName: "node-1", Client: api, Registerer: reg, Spread: noSpread, Rand: noDraw})
+}
+
+// startWith runs a reporter of src with cfg in the bubble until the test
+// ends.
+func startWith(t *testing.T, src Source, cfg Config) {
+	t.Helper()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	r, err := New(src, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,6 +430,7 @@ func TestNewValidates(t *testing.T) {
 		{"no node", Config{Client: api}, "no node name"},
 		{"bad node", Config{Client: api, NodeName: "Node_1"}, `node name "Node_1"`},
 		{"negative", Config{Client: api, NodeName: "n", Grace: -1}, "Grace -1ns"},
+		{"negative spread", Config{Client: api, NodeName: "n", Spread: -time.Second}, "Spread -1s"},
 	} {
 		if _, err := New(&source{}, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: New = %v, want an error with %q", tt.name, err, tt.want)
@@ -542,7 +559,8 @@ func TestStopSetsTheConditionUnknown(t *testing.T) {
 		t.Run(fmt.Sprintf("API server down %v", down), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				api, src, reg := healthyNode()
-				r, err := New(src, Config{NodeName: "node-1", Client: api, Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+				r, err := New(src, Config{NodeName: "node-1", Client: api, Registerer: reg, Spread: noSpread, Rand: noDraw,
+					Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					t.Fatal(err)
 				}
