@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package api is the daemon's HTTP API: health, metrics, the pod cache
 // as JSON, and a resumable stream of events.
 //

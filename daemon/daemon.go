@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package daemon assembles the node daemon that `pleg run` runs: a
 // generator over a runtime, its pod cache and metrics, the journal it
 // commits its events to (on disk with a state directory) and the HTTP API,

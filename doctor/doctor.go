@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package doctor diagnoses why a node's pod lifecycle event generator is,
 // or may become, unhealthy: the diagnosis an operator does by hand when a
 // node goes NotReady with "PLEG is not healthy", in one call.

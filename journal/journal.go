@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package journal keeps what a generator reported: its events, numbered,
 // for clients to resume from, and what it last reported of every
 // container, for a generator started again to carry on from. It is the

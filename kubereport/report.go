@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubereport reports what a generator sees into the Kubernetes
 // API, as node-problem-detector does for the problems it finds: a node
 // condition of pleg's own (ConditionType) that turns on, naming the cause,

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics defines the Prometheus collectors of the generator.
 //
 // Metrics the kubelet also exports keep the kubelet's names, types, help

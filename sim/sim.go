@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sim is a simulated CRI v1 container runtime: a real gRPC server
 // on a unix socket, the same wire as containerd, serving the
 // RuntimeService (sandboxes, containers, statuses, the Stream* lists and

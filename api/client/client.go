@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package client reads a pleg daemon's HTTP API: its health, its metrics,
 // its pods and its event stream, which it follows across dropped
 // connections and daemon restarts. It is the one implementation of the

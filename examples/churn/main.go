@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command churn runs the generator over an in-memory runtime whose
 // containers keep exiting and restarting, and prints the events it
 // delivers: the library at work, without a container runtime.

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package promtest gives tests a real Prometheus: it builds prometheus
 // and promtool from their Go module (github.com/prometheus/prometheus at
 // Version) once per machine into the runtimes' cache, runs promtool, and

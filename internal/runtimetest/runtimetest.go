@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package runtimetest is the project's own harness for end-to-end tests
 // against real CRI runtimes: containerd at any version and CRI-O. It
 // installs each runtime into the project cache (built from its Go module,

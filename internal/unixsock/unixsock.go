@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package unixsock opens the unix sockets pleg serves on, the daemon's
 // API and the simulated runtime, so that they are safe on a shared node:
 // a socket appears at its path already with mode 0660 (and a group of

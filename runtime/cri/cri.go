@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cri implements runtime.Runtime over the CRI v1 gRPC API of a
 // container runtime such as containerd or CRI-O.
 //

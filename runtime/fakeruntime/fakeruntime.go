@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fakeruntime is an in-memory runtime.Runtime for tests and
 // benchmarks: pods are scripted as plain values, every operation can be
 // given errors, latency or a hang, and calls are counted.

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simtest starts simulated CRI runtimes for tests, as httptest
 // starts HTTP servers.
 package simtest

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kube tests pleg's reporting into a real Kubernetes API server:
 // the daemon over the simulated runtime, reporting to kube-apiserver and
 // etcd started by kubetest, read back with client-go as kubectl reads them.

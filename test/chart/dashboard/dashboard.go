@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboard is pleg's Grafana dashboard, written with Grafana's
 // foundation SDK: a fleet view (nodes by health, the nodes whose
 // PLEGDegraded condition is on, relist p99 by node, events a second by

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubetest starts a real Kubernetes API server for tests: etcd and
 // kube-apiserver built from their Go modules (go.etcd.io/etcd/server/v3
 // and k8s.io/kubernetes, at the versions this module's go.mod names as
