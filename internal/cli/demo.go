@@ -24,90 +24,105 @@ import (
 	"github.com/plegkit/pleg/metrics"
 )
 
-func newDemoCommand(g *global) *cobra.Command {
-	var (
-		duration time.Duration
-		listen   string
-		sim      simFlags
-	)
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the daemon over a simulated runtime with churn, and show what it does",
-		Long: `Demo starts a simulated runtime whose containers crash, exit and restart and
+// demoLong is pleg demo's help.
+const demoLong = `Demo starts a simulated runtime whose containers crash, exit and restart and
 whose pods come and go, runs the daemon over it, and prints once a second the
 pods it sees, the events it delivers per second by type, its relist duration
 and its health, for --duration or until Ctrl-C. The daemon's API is served
-meanwhile; the address is printed at the start.`,
-		Args: cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			if duration < 0 {
-				return fmt.Errorf("--duration %v: must be 0 (until Ctrl-C) or more", duration)
-			}
-			return sim.validate()
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if duration > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, duration)
-				defer cancel()
-			}
-			// The summary is the demo's output: logs only when they matter.
-			if g.verbosity < 4 {
-				g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			}
-			rt, cleanup, err := g.watchedRuntime(ctx, true, sim, 2*time.Minute)
-			if err != nil {
-				return err
-			}
-			defer cleanup()
-			d, err := daemon.New(daemon.Config{Runtime: rt, Generator: g.generatorOptions(), Listen: listen, Logger: g.log})
-			if err != nil {
-				return err
-			}
-			counts := &eventCounts{byType: map[pleg.EventType]int{}}
-			sub := d.Gen.Subscribe()
-			defer sub.Close()
-			go counts.count(ctx, sub)
-			done := make(chan error, 1)
-			go func() { done <- d.Run(ctx) }()
+meanwhile; the address is printed at the start.`
 
-			url := "http://" + d.Addr()
-			if strings.HasPrefix(d.Addr(), "unix://") {
-				url = d.Addr()
+// demoFlags are pleg demo's settings, as its flags set them.
+type demoFlags struct {
+	duration time.Duration
+	listen   string
+	sim      simFlags
+}
+
+func newDemoCommand(g *global) *cobra.Command {
+	var o demoFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the daemon over a simulated runtime with churn, and show what it does",
+		Long:  demoLong,
+		Args:  cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if o.duration < 0 {
+				return fmt.Errorf("--duration %v: must be 0 (until Ctrl-C) or more", o.duration)
 			}
-			fmt.Fprintf(g.stdout, "pleg demo: %d simulated pods x %d containers, churn %s, latency %s\n", sim.pods, sim.containers, sim.churn, sim.latency)
-			fmt.Fprintf(g.stdout, "API on %s: try curl %s/healthz, %s/v1/pods, %s/v1/events\n\n", url, url, url, url)
-			show := newSummaryView(g.stdout)
-			start := time.Now()
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			var (
-				prev map[pleg.EventType]int
-				last summary
-			)
-			for {
-				select {
-				case err := <-done:
-					s := demoSummary(d, counts, prev, time.Since(start), true)
-					// Stopping closed the event stream: the mode line of
-					// the last frame says how it ran.
-					s.mode = cmp.Or(last.mode, s.mode)
-					show.render(s)
-					return err
-				case <-tick.C:
-					last = demoSummary(d, counts, prev, time.Since(start), false)
-					prev = last.totals
-					show.render(last)
-				}
-			}
+			return o.sim.validate()
 		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
 	}
 	f := cmd.Flags()
-	f.DurationVar(&duration, "duration", 0, "how long to run; 0 runs until Ctrl-C")
-	f.StringVar(&listen, "listen", "127.0.0.1:0", "address of the API (port 0: any free port)")
-	sim.register(f, "")
+	f.DurationVar(&o.duration, "duration", 0, "how long to run; 0 runs until Ctrl-C")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:0", "address of the API (port 0: any free port)")
+	o.sim.register(f, "")
 	return cmd
+}
+
+// run starts the simulated runtime and the daemon over it, and shows what
+// the daemon does until the duration ends or a signal stops it.
+func (o *demoFlags) run(ctx context.Context, g *global) error {
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	// The summary is the demo's output: logs only when they matter.
+	if g.verbosity < 4 {
+		g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	rt, cleanup, err := g.watchedRuntime(ctx, true, o.sim, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	d, err := daemon.New(daemon.Config{Runtime: rt, Generator: g.generatorOptions(), Listen: o.listen, Logger: g.log})
+	if err != nil {
+		return err
+	}
+	counts := &eventCounts{byType: map[pleg.EventType]int{}}
+	sub := d.Gen.Subscribe()
+	defer sub.Close()
+	go counts.count(ctx, sub)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+
+	url := "http://" + d.Addr()
+	if strings.HasPrefix(d.Addr(), "unix://") {
+		url = d.Addr()
+	}
+	g.printf("pleg demo: %d simulated pods x %d containers, churn %s, latency %s\n",
+		o.sim.pods, o.sim.containers, o.sim.churn, o.sim.latency)
+	g.printf("API on %s: try curl %s/healthz, %s/v1/pods, %s/v1/events\n\n", url, url, url, url)
+	return showDemo(d, counts, done, newSummaryView(g.stdout))
+}
+
+// showDemo renders a summary once a second until the daemon stops, then
+// the last one.
+func showDemo(d *daemon.Daemon, counts *eventCounts, done <-chan error, show *summaryView) error {
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var (
+		prev map[pleg.EventType]int
+		last summary
+	)
+	for {
+		select {
+		case err := <-done:
+			s := demoSummary(d, counts, prev, time.Since(start), true)
+			// Stopping closed the event stream: the mode line of the last
+			// frame says how it ran.
+			s.mode = cmp.Or(last.mode, s.mode)
+			show.render(s)
+			return err
+		case <-tick.C:
+			last = demoSummary(d, counts, prev, time.Since(start), false)
+			prev = last.totals
+			show.render(last)
+		}
+	}
 }
 
 // eventCounts counts the events a subscription delivers, by type.

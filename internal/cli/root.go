@@ -45,6 +45,13 @@ type global struct {
 	log            *slog.Logger
 }
 
+// printf writes to the command's standard output. A write that fails
+// there has nowhere else to be told, and the command's exit status says
+// what matters: the error is dropped.
+func (g *global) printf(format string, args ...any) {
+	_, _ = fmt.Fprintf(g.stdout, format, args...)
+}
+
 // NewCommand returns the pleg command with every subcommand.
 func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	g := &global{stdout: stdout, stderr: stderr}
@@ -114,7 +121,7 @@ func execute(ctx context.Context, cmd *cobra.Command, stderr io.Writer) int {
 			return 128 + int(n)
 		}
 	}
-	fmt.Fprintln(stderr, "pleg:", err)
+	_, _ = fmt.Fprintln(stderr, "pleg:", err) // nowhere else to tell it
 	if c != nil && c.Name() == "doctor" {
 		return doctorFailed
 	}
