@@ -58,16 +58,23 @@ func (s Status) String() string {
 	case s.Mode == ModeGeneric:
 		return fmt.Sprintf("mode generic: relisting every %v", s.RelistPeriod)
 	case s.Evented && len(s.UntoldRemovals) > 0:
-		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; safety-net relist every %v; "+
-			"it does not tell %s removals, which a list of exited items every %v finds",
-			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod, strings.Join(s.UntoldRemovals, " and "), removalPollPeriod)
+		return fmt.Sprintf(
+			"mode %s: evented, the container event stream connected since %s; safety-net relist every %v; "+
+				"it does not tell %s removals, which a list of exited items every %v finds",
+			s.Mode,
+			s.StreamSince.UTC().Format(time.RFC3339),
+			s.RelistPeriod,
+			strings.Join(s.UntoldRemovals, " and "),
+			removalPollPeriod,
+		)
 	case s.Evented:
 		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; safety-net relist every %v",
 			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod)
 	case s.NoStream:
 		return fmt.Sprintf("mode %s: relisting every %v; the runtime has no container event stream", s.Mode, s.RelistPeriod)
 	case s.StreamConnected:
-		return fmt.Sprintf("mode %s: relisting every %v; the container event stream connected at %s and drives once it has held for %v",
+		return fmt.Sprintf("mode %s: relisting every %v; the container event stream connected at %s and drives once it has "+
+			"held for %v",
 			s.Mode, s.RelistPeriod, s.StreamSince.UTC().Format(time.RFC3339), streamHold)
 	default:
 		return fmt.Sprintf("mode %s: relisting every %v; the container event stream is down since %s: %v",

@@ -212,7 +212,11 @@ func (g *Generator) podRelisted(l podList, observed, gone bool) {
 // list returns the runtime's sandboxes and containers, of pod only if set.
 // A runtime that is down fails every list, global or of one pod: that is
 // said once, loudly, then quietly until it answers again.
-func (g *Generator) list(ctx context.Context, start time.Time, pod string) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
+func (g *Generator) list(
+	ctx context.Context,
+	start time.Time,
+	pod string,
+) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
 	var sf *runtimeapi.PodSandboxFilter
 	var cf *runtimeapi.ContainerFilter
 	if pod != "" {
@@ -254,7 +258,17 @@ func (g *Generator) listFailed(ctx context.Context, start time.Time, pod string,
 	if pod == "" {
 		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.health.listFailing())
 	} else {
-		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pod", "pod", pod, "err", err, "failingSince", g.health.listFailing())
+		g.log.Log(
+			ctx,
+			level,
+			"GenericPLEG: Unable to retrieve pod",
+			"pod",
+			pod,
+			"err",
+			err,
+			"failingSince",
+			g.health.listFailing(),
+		)
 	}
 }
 
@@ -272,7 +286,9 @@ func (g *Generator) updateRunningMetrics() {
 				continue
 			}
 			switch s := e.c.State; s {
-			case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED:
+			case runtimeapi.ContainerState_CONTAINER_CREATED,
+				runtimeapi.ContainerState_CONTAINER_RUNNING,
+				runtimeapi.ContainerState_CONTAINER_EXITED:
 				counts[s]++
 			default:
 				counts[runtimeapi.ContainerState_CONTAINER_UNKNOWN]++
@@ -445,10 +461,30 @@ func (g *Generator) stage(out *outbox, rec *podRecord, change *podChange, status
 	change.transitions = ranWhileAway(change.transitions, status)
 	for i := range change.transitions {
 		t := &change.transitions[i]
-		g.log.Debug("GenericPLEG", "podUID", change.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old, "newState", t.new)
+		g.log.Debug(
+			"GenericPLEG",
+			"podUID",
+			change.uid,
+			"containerID",
+			t.id,
+			"sandbox",
+			t.sandbox,
+			"oldState",
+			t.old,
+			"newState",
+			t.new,
+		)
 		if t.new == stateExited && !t.sandbox && status != nil {
 			if c := status.FindContainerByID(t.id); c != nil {
-				g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id, "exitCode", c.GetExitCode())
+				g.log.Debug(
+					"Generic (PLEG): container finished",
+					"podID",
+					change.uid,
+					"containerID",
+					t.id,
+					"exitCode",
+					c.GetExitCode(),
+				)
 			}
 		}
 	}

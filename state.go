@@ -162,7 +162,16 @@ func (st *relistState) record(uid, name, namespace string) *podRecord {
 	case rec.name == "" && rec.namespace == "":
 		rec.name, rec.namespace = name, namespace
 	case name != "" && (name != rec.name || namespace != rec.namespace):
-		st.invalid.report(st.pass, invalidPodNameConflict, "pod", uid, "name", rec.namespace+"/"+rec.name, "otherName", namespace+"/"+name)
+		st.invalid.report(
+			st.pass,
+			invalidPodNameConflict,
+			"pod",
+			uid,
+			"name",
+			rec.namespace+"/"+rec.name,
+			"otherName",
+			namespace+"/"+name,
+		)
 	}
 	return rec
 }

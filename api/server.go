@@ -282,7 +282,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // daemon serves. A runtime that is down or slow is no reason to restart
 // the daemon, so the PLEG's health is not part of it.
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
-	s.answerProbes(w, r, "livez", []probe{{pleg.HealthCheck{Name: "ping", Healthy: func() (bool, error) { return true, nil }}, "live"}})
+	s.answerProbes(
+		w,
+		r,
+		"livez",
+		[]probe{{pleg.HealthCheck{Name: "ping", Healthy: func() (bool, error) { return true, nil }}, "live"}},
+	)
 }
 
 func (s *Server) healthChecks() []probe {
@@ -600,7 +605,11 @@ func (s *Server) acquireStream(client string) (release func(), refusal string) {
 	s.clientsMu.Lock()
 	if s.clients[client] >= s.opts.MaxStreamsPerClient {
 		s.clientsMu.Unlock()
-		return nil, fmt.Sprintf("%d event streams are open from %s, the most one client may have", s.opts.MaxStreamsPerClient, client)
+		return nil, fmt.Sprintf(
+			"%d event streams are open from %s, the most one client may have",
+			s.opts.MaxStreamsPerClient,
+			client,
+		)
 	}
 	s.clients[client]++
 	s.clientsMu.Unlock()

@@ -137,7 +137,14 @@ func (o Options) withDefaults() (Options, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"budget", o.Budget}, {"call timeout", o.CallTimeout}, {"relist period", o.RelistPeriod}, {"relist threshold", o.RelistThreshold}, {"runtime request timeout", o.RuntimeRequestTimeout}, {"pleg inspect timeout", o.PlegInspectTimeout}} {
+	}{
+		{"budget", o.Budget},
+		{"call timeout", o.CallTimeout},
+		{"relist period", o.RelistPeriod},
+		{"relist threshold", o.RelistThreshold},
+		{"runtime request timeout", o.RuntimeRequestTimeout},
+		{"pleg inspect timeout", o.PlegInspectTimeout},
+	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("doctor: %s %v must be positive", d.name, d.v))
 		}
@@ -145,7 +152,12 @@ func (o Options) withDefaults() (Options, error) {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"sample", o.Sample}, {"concurrency", o.Concurrency}, {"list samples", o.ListSamples}, {"pleg concurrency", o.PlegConcurrency}} {
+	}{
+		{"sample", o.Sample},
+		{"concurrency", o.Concurrency},
+		{"list samples", o.ListSamples},
+		{"pleg concurrency", o.PlegConcurrency},
+	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("doctor: %s %d must not be negative", n.name, n.v))
 		}

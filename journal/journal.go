@@ -172,7 +172,13 @@ func Open(opts Options) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{opts: opts, log: opts.Logger, metrics: m, pods: make(map[string]pleg.PodReport), grew: make(chan struct{})}
+	j := &Journal{
+		opts:    opts,
+		log:     opts.Logger,
+		metrics: m,
+		pods:    make(map[string]pleg.PodReport),
+		grew:    make(chan struct{}),
+	}
 	if opts.Dir == "" {
 		j.startFresh(j.nowSeq())
 		j.recovery = "in memory"
@@ -328,7 +334,12 @@ func (s Status) String() string {
 	case s.Persistent:
 		return fmt.Sprintf("journal: %s (%s at start), %s", s.Dir, s.Recovery, held)
 	default:
-		return fmt.Sprintf("journal: DEGRADED to memory, a restart will lose what it holds: %v; %s at start; %s", s.Degraded, s.Recovery, held)
+		return fmt.Sprintf(
+			"journal: DEGRADED to memory, a restart will lose what it holds: %v; %s at start; %s",
+			s.Degraded,
+			s.Recovery,
+			held,
+		)
 	}
 }
 

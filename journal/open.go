@@ -153,7 +153,8 @@ func (j *Journal) recovered(outcome string, rs *recovered, gap *Entry) {
 	}
 	switch {
 	case gap != nil:
-		j.log.Warn("The journal goes on from its directory, but events numbered in the gap may be lost; readers resuming across it are told",
+		j.log.Warn("The journal goes on from its directory, but events numbered in the gap may be lost; readers resuming "+
+			"across it are told",
 			append(args, "gapFrom", gap.From, "gapTo", gap.To)...)
 	case outcome == OutcomeNew:
 		j.log.Info("The journal starts a new store", args...)

@@ -72,7 +72,13 @@ func (j *Journal) startWriter(lock *os.File, segments []segment, reserved uint64
 
 // checkpoint is the journal as it stands, for the start of a segment.
 func (j *Journal) checkpoint(reserved uint64) *checkpoint {
-	c := &checkpoint{origin: j.origin, next: j.next, reserved: reserved, created: j.created, pods: make([]pleg.PodReport, 0, len(j.pods))}
+	c := &checkpoint{
+		origin:   j.origin,
+		next:     j.next,
+		reserved: reserved,
+		created:  j.created,
+		pods:     make([]pleg.PodReport, 0, len(j.pods)),
+	}
 	for _, p := range j.pods {
 		c.pods = append(c.pods, p)
 	}

@@ -240,7 +240,9 @@ func New(src Source, cfg Config) (*Reporter, error) {
 		cfg: cfg,
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pleg_kube_reports_total",
-			Help: "Writes of pleg's node condition and events to the Kubernetes API, by result: written, retried (failed, to be tried again) or dropped (refused, given up, superseded before it could be written, or over the pod event rate).",
+			Help: "Writes of pleg's node condition and events to the Kubernetes API, by result: written, retried (failed, to " +
+				"be tried again) or dropped (refused, given up, superseded before it could be written, or over the pod event " +
+				"rate).",
 		}, []string{"result"}),
 		written: newConditionGauge(),
 		notices: newNotices(cfg.NodeName, cfg.Grace),

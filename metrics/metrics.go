@@ -128,7 +128,8 @@ func (m *PLEG) newKubeletCollectors() {
 func (m *PLEG) newPLEGCollectors() {
 	m.RelistInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "pleg_relist_in_flight",
-		Help: "1 while a global relist is running, else 0. With pleg_relist_started_timestamp_seconds it shows a relist that hangs, which kubelet_pleg_relist_duration_seconds only records once it returns.",
+		Help: "1 while a global relist is running, else 0. With pleg_relist_started_timestamp_seconds it shows a relist " +
+			"that hangs, which kubelet_pleg_relist_duration_seconds only records once it returns.",
 	})
 	m.RelistStarted = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "pleg_relist_started_timestamp_seconds",
@@ -141,11 +142,13 @@ func (m *PLEG) newPLEGCollectors() {
 	})
 	m.InspectionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pleg_pod_inspection_failures_total",
-		Help: "Pod inspections that failed, by reason: deadline (the per-pod inspection deadline passed) or error. A failed pod is inspected again at the next relist.",
+		Help: "Pod inspections that failed, by reason: deadline (the per-pod inspection deadline passed) or error. A " +
+			"failed pod is inspected again at the next relist.",
 	}, []string{"reason"})
 	m.CoalescedEvents = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_coalesced_events_total",
-		Help: "Events a lagging subscriber did not receive separately because a later event of the same container superseded them.",
+		Help: "Events a lagging subscriber did not receive separately because a later event of the same container " +
+			"superseded them.",
 	})
 	m.Events = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pleg_events_total",
@@ -183,7 +186,8 @@ func (m *PLEG) newEventedCollectors() {
 	})
 	m.Hints = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pleg_evented_hints_total",
-		Help: "CRI container events received, each a hint to relist its pod, by event type; replayed events are the backlog a runtime sends a new subscriber.",
+		Help: "CRI container events received, each a hint to relist its pod, by event type; replayed events are the " +
+			"backlog a runtime sends a new subscriber.",
 	}, []string{"type"})
 	m.HintsCoalesced = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_hints_coalesced_total",
@@ -203,11 +207,13 @@ func (m *PLEG) newEventedCollectors() {
 	})
 	m.EventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_events_dropped_total",
-		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they said.",
+		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they " +
+			"said.",
 	})
 	m.PayloadsApplied = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_payloads_applied_total",
-		Help: "CRI container events whose payload (the pod's statuses as the runtime sent them) was applied at once, before the relist of the pod that confirms it.",
+		Help: "CRI container events whose payload (the pod's statuses as the runtime sent them) was applied at once, " +
+			"before the relist of the pod that confirms it.",
 	})
 	m.PayloadFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pleg_evented_payload_fallbacks_total",
@@ -215,11 +221,13 @@ func (m *PLEG) newEventedCollectors() {
 	}, []string{"reason"})
 	m.RemovalWatchRelists = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_removal_watch_relists_total",
-		Help: "Relists of pods asked for by the removal watch: an exited sandbox or container was removed and the event stream did not tell it (CRI-O when a pod is removed).",
+		Help: "Relists of pods asked for by the removal watch: an exited sandbox or container was removed and the event " +
+			"stream did not tell it (CRI-O when a pod is removed).",
 	})
 	m.InspectionRetries = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_inspection_retries_total",
-		Help: "Relists of pods asked for again, after a backoff, because their relist or inspection failed while the event stream drove.",
+		Help: "Relists of pods asked for again, after a backoff, because their relist or inspection failed while the event " +
+			"stream drove.",
 	})
 	m.Mode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pleg_mode",

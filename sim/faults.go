@@ -349,7 +349,11 @@ func (f Faults) String() string {
 	for _, m := range []struct {
 		kind string
 		n    int
-	}{{"nil-metadata", f.Malformed.NilMetadata}, {"unknown-state", f.Malformed.UnknownState}, {"duplicate-ids", f.Malformed.DuplicateIDs}} {
+	}{
+		{"nil-metadata", f.Malformed.NilMetadata},
+		{"unknown-state", f.Malformed.UnknownState},
+		{"duplicate-ids", f.Malformed.DuplicateIDs},
+	} {
 		if m.n > 0 {
 			parts = append(parts, "malformed="+m.kind+":"+strconv.Itoa(m.n))
 		}

@@ -167,9 +167,21 @@ type summary struct {
 	mode                 string
 }
 
-func demoSummary(d *daemon.Daemon, counts *eventCounts, prev map[pleg.EventType]int, elapsed time.Duration, final bool) summary {
-	s := summary{elapsed: elapsed, final: final, totals: counts.snapshot(), perSecond: map[pleg.EventType]int{}, health: "ok",
-		mode: modeLine(d.Gen.Status())}
+func demoSummary(
+	d *daemon.Daemon,
+	counts *eventCounts,
+	prev map[pleg.EventType]int,
+	elapsed time.Duration,
+	final bool,
+) summary {
+	s := summary{
+		elapsed:   elapsed,
+		final:     final,
+		totals:    counts.snapshot(),
+		perSecond: map[pleg.EventType]int{},
+		health:    "ok",
+		mode:      modeLine(d.Gen.Status()),
+	}
 	for typ, n := range s.totals {
 		s.perSecond[typ] = n - prev[typ]
 	}
@@ -249,7 +261,13 @@ func (v *summaryView) render(s summary) {
 	fmt.Fprintf(&b, "  pods        %d (containers: %d running, %d exited)\n", s.pods, s.running, s.exited)
 	fmt.Fprintf(&b, "  events/s    %s\n", eventLine(s.perSecond))
 	fmt.Fprintf(&b, "  events      %s\n", eventLine(s.totals))
-	fmt.Fprintf(&b, "  relist      p50 %v  p99 %v  (%d relists)\n", s.relistP50.Round(time.Millisecond), s.relistP99.Round(time.Millisecond), s.relists)
+	fmt.Fprintf(
+		&b,
+		"  relist      p50 %v  p99 %v  (%d relists)\n",
+		s.relistP50.Round(time.Millisecond),
+		s.relistP99.Round(time.Millisecond),
+		s.relists,
+	)
 	fmt.Fprintf(&b, "  health      %s\n", s.health)
 	fmt.Fprintf(&b, "  mode        %s\n", s.mode)
 	text := b.String()
@@ -306,13 +324,21 @@ func modeLine(st pleg.Status) string {
 	case st.StreamSince.IsZero():
 		return fmt.Sprintf("relist every %v; connecting to the event stream", st.RelistPeriod)
 	default:
-		return fmt.Sprintf("relist every %v; event stream down since %s: %v", st.RelistPeriod, stamp(st.StreamSince), st.StreamError)
+		return fmt.Sprintf(
+			"relist every %v; event stream down since %s: %v",
+			st.RelistPeriod,
+			stamp(st.StreamSince),
+			st.StreamError,
+		)
 	}
 }
 
 func eventLine(m map[pleg.EventType]int) string {
 	var parts []string
-	for _, t := range []pleg.EventType{pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet} {
+	types := []pleg.EventType{
+		pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet,
+	}
+	for _, t := range types {
 		parts = append(parts, fmt.Sprintf("%s %d", strings.TrimPrefix(string(t), "Container"), m[t]))
 	}
 	return strings.Join(parts, "  ")

@@ -57,7 +57,14 @@ func (p *eventPrinter) print(ev api.Event) error {
 		_, err := fmt.Fprintf(p.w, eventRow, t, ev.Type, "-", missed)
 		return err
 	}
-	_, err := fmt.Fprintf(p.w, eventRow, t, printable(ev.Type), printable(ev.PodNamespace+"/"+ev.PodName), containerColumn(ev))
+	_, err := fmt.Fprintf(
+		p.w,
+		eventRow,
+		t,
+		printable(ev.Type),
+		printable(ev.PodNamespace+"/"+ev.PodName),
+		containerColumn(ev),
+	)
 	return err
 }
 
@@ -168,14 +175,24 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 		id, state, attempt, created := "-", "-", "", "-"
 		if len(p.Sandboxes) > 0 {
 			sb := p.Sandboxes[0]
-			id, state, attempt, created = shortID(sb.ID, noTrunc), titled(sb.State), fmt.Sprint(sb.Attempt), ago(sb.CreatedAt, now)
+			id, state = shortID(sb.ID, noTrunc), titled(sb.State)
+			attempt, created = fmt.Sprint(sb.Attempt), ago(sb.CreatedAt, now)
 		}
 		info := strings.Join(p.IPs, ", ")
 		if p.Error != "" {
 			info = "inspection failed: " + p.Error
 		}
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Namespace), printable(p.Name), printable(id), printable(state),
-			attempt, created, printable(info))
+		fmt.Fprintf(
+			tw,
+			"%s/%s\t%s\t%s\t%s\t%s\t%s\n",
+			printable(p.Namespace),
+			printable(p.Name),
+			printable(id),
+			printable(state),
+			attempt,
+			created,
+			printable(info),
+		)
 		for _, c := range p.Containers {
 			info := ""
 			if c.ExitCode != nil {
@@ -184,8 +201,16 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 					info += " (" + c.Reason + ")"
 				}
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", printable(c.Name), printable(shortID(c.ID, noTrunc)), printable(titled(c.State)),
-				c.RestartCount, ago(c.CreatedAt, now), printable(info))
+			fmt.Fprintf(
+				tw,
+				"  %s\t%s\t%s\t%d\t%s\t%s\n",
+				printable(c.Name),
+				printable(shortID(c.ID, noTrunc)),
+				printable(titled(c.State)),
+				c.RestartCount,
+				ago(c.CreatedAt, now),
+				printable(info),
+			)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -193,7 +218,10 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 	}
 	// tabwriter pads the cell before an empty last one.
 	for _, line := range strings.SplitAfter(table.String(), "\n") {
-		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n"))); err != nil {
+		if _, err := io.WriteString(
+			w,
+			strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")),
+		); err != nil {
 			return err
 		}
 	}

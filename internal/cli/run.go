@@ -178,7 +178,8 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 		"group (name or number) owning the unix sockets, which are created with mode 0660")
 	f.StringVar(&cfg.WebConfigFile, "web-config-file", "",
 		"Prometheus exporter web config: TLS, client certificates and basic auth on every listener")
-	f.IntVar(&cfg.EventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from, at most")
+	f.IntVar(&cfg.EventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from, at "+
+		"most")
 	f.Int64Var(&cfg.EventBufferBytes, "event-buffer-bytes", journal.DefaultMaxBytes,
 		"bytes of events kept for clients to resume from, at most, as encoded; the oldest go first")
 	f.StringVar(&cfg.StateDir, "state-dir", daemon.DefaultStateDir,

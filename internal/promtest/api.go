@@ -104,7 +104,13 @@ func (a Alert) String() string {
 			labels = append(labels, k+"="+a.Labels[k])
 		}
 	}
-	return fmt.Sprintf("%s{%s} %s since %s", a.Name(), strings.Join(labels, ","), a.State, a.ActiveAt.Format(time.TimeOnly))
+	return fmt.Sprintf(
+		"%s{%s} %s since %s",
+		a.Name(),
+		strings.Join(labels, ","),
+		a.State,
+		a.ActiveAt.Format(time.TimeOnly),
+	)
 }
 
 // Alerts are the alerts pending or firing now.

@@ -192,7 +192,13 @@ func start(ctx context.Context, b Binaries, dir string) (*Server, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("promtest: starting %s: %w", b.Prometheus, err)
 	}
-	s := &Server{dir: dir, url: "http://" + addr, cmd: cmd, done: make(chan struct{}), hc: &http.Client{Timeout: 10 * time.Second}}
+	s := &Server{
+		dir:  dir,
+		url:  "http://" + addr,
+		cmd:  cmd,
+		done: make(chan struct{}),
+		hc:   &http.Client{Timeout: 10 * time.Second},
+	}
 	go func() {
 		s.err = cmd.Wait()
 		logFile.Close()

@@ -57,7 +57,8 @@ func cleanupDir(dir, socket string, shimIDs []string, logf func(string, ...any))
 		errs = append(errs, err)
 	}
 	for _, id := range shimIDs {
-		for _, p := range []string{filepath.Join(socket, CRINamespace, id), filepath.Join(socket, CRINamespace, id, "debug")} {
+		dir := filepath.Join(socket, CRINamespace, id)
+		for _, p := range []string{dir, filepath.Join(dir, "debug")} {
 			sum := sha256.Sum256([]byte(p))
 			os.Remove(filepath.Join(shimSocketDir, fmt.Sprintf("%x", sum)))
 		}

@@ -18,7 +18,11 @@ const crioModule = "github.com/cri-o/cri-o"
 
 // crioBuildTags leave out what needs C libraries this machine kind lacks
 // (gpgme, btrfs, devicemapper).
-var crioBuildTags = []string{"containers_image_openpgp", "exclude_graphdriver_btrfs", "exclude_graphdriver_devicemapper"}
+var crioBuildTags = []string{
+	"containers_image_openpgp",
+	"exclude_graphdriver_btrfs",
+	"exclude_graphdriver_devicemapper",
+}
 
 // crioNoSumDB are the modules of CRI-O's dependency graph whose
 // pseudo-versions the checksum database does not answer for.
@@ -109,12 +113,17 @@ func cniPlugins(ctx context.Context, logf func(string, ...any)) (string, error) 
 	}
 	logf("runtimetest: no CNI loopback plugin, running apt-get install -y containernetworking-plugins")
 	if out, err := aptInstall(ctx, "containernetworking-plugins"); err != nil {
-		return "", fmt.Errorf("runtimetest: no CNI loopback plugin and `apt-get install -y containernetworking-plugins` failed: %v\n%s", err, tail(string(out), 20))
+		return "", fmt.Errorf(
+			"runtimetest: no CNI loopback plugin and `apt-get install -y containernetworking-plugins` failed: %v\n%s",
+			err,
+			tail(string(out), 20),
+		)
 	}
 	if d := find(); d != "" {
 		return d, nil
 	}
-	return "", errors.New("runtimetest: containernetworking-plugins installed, yet no loopback plugin in /usr/lib/cni or /opt/cni/bin")
+	return "", errors.New("runtimetest: containernetworking-plugins installed, yet no loopback plugin in /usr/lib/cni " +
+		"or /opt/cni/bin")
 }
 
 // buildPinns compiles pinns, the C helper that pins a pod's namespaces,
@@ -234,7 +243,11 @@ enable_nri = false
 			q(in.Bin.Runc), d("runc"), q(in.Bin.Conmon),
 			q(SandboxImage), d("policy.json"),
 			d("cni", "net.d"), q(in.Bin.CNIPlugins)),
-		"storage.conf":    fmt.Sprintf("[storage]\ndriver = \"vfs\"\ngraphroot = %s\nrunroot = %s\n", q(c.storageRoot(in)), q(c.storageRun(in))),
+		"storage.conf": fmt.Sprintf(
+			"[storage]\ndriver = \"vfs\"\ngraphroot = %s\nrunroot = %s\n",
+			q(c.storageRoot(in)),
+			q(c.storageRun(in)),
+		),
 		"registries.conf": "unqualified-search-registries = []\n",
 		"policy.json":     `{"default": [{"type": "insecureAcceptAnything"}]}` + "\n",
 	}
@@ -260,7 +273,12 @@ func (c crio) importImages(ctx context.Context, in *Instance) error {
 			"copy", "--quiet", "docker-archive:"+in.Bin.ImageTar+":"+ref, dest+ref)
 		cmd.Env = append(os.Environ(), c.env(in)[1:]...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("runtimetest: skopeo copy of %s into CRI-O's storage failed: %v\n%s", ref, err, tail(string(out), 20))
+			return fmt.Errorf(
+				"runtimetest: skopeo copy of %s into CRI-O's storage failed: %v\n%s",
+				ref,
+				err,
+				tail(string(out), 20),
+			)
 		}
 	}
 	return nil

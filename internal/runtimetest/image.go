@@ -29,7 +29,16 @@ func writeImageArchive(out, bin string, tags ...string) error {
 	// The layer: one file.
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
-	if err := lw.WriteHeader(&tar.Header{Name: "testimg", Mode: 0o755, Size: int64(len(exe)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+	if err := lw.WriteHeader(
+		&tar.Header{
+			Name:     "testimg",
+			Mode:     0o755,
+			Size:     int64(len(exe)),
+			ModTime:  epoch,
+			Typeflag: tar.TypeReg,
+			Format:   tar.FormatPAX,
+		},
+	); err != nil {
 		return err
 	}
 	if _, err := lw.Write(exe); err != nil {
@@ -97,7 +106,9 @@ func writeImageArchive(out, bin string, tags ...string) error {
 		name string
 		data []byte
 	}{{cfgName, cfg}, {layerName, layer.Bytes()}, {"manifest.json", manifest}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+		if err := tw.WriteHeader(
+			&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch, Typeflag: tar.TypeReg},
+		); err != nil {
 			tmp.Close()
 			return err
 		}

@@ -196,7 +196,12 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 	in.conn, err = grpc.NewClient(in.Endpoint,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			Backoff: backoff.Config{
+				BaseDelay:  50 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   time.Second,
+			},
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
@@ -218,7 +223,13 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 	if err := in.waitImages(ctx); err != nil {
 		return nil, errors.Join(err, in.Stop())
 	}
-	opts.Logf("runtimetest: %s (%s) ready at %s in %v", spec, in.Version, in.Endpoint, time.Since(t0).Round(time.Millisecond))
+	opts.Logf(
+		"runtimetest: %s (%s) ready at %s in %v",
+		spec,
+		in.Version,
+		in.Endpoint,
+		time.Since(t0).Round(time.Millisecond),
+	)
 	return in, nil
 }
 
@@ -241,7 +252,15 @@ func (in *Instance) start(ctx context.Context) error {
 	fmt.Fprintf(logf, "=== runtimetest: starting %s at %s\n", in.Spec, time.Now().Format(time.RFC3339Nano))
 	args := in.flavor.command(in)
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(envWithout(os.Environ(), "PATH", "CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE", "NOTIFY_SOCKET", "CONTAINER_RUNTIME_ENDPOINT"),
+	cmd.Env = append(
+		envWithout(
+			os.Environ(),
+			"PATH",
+			"CONTAINERD_ADDRESS",
+			"CONTAINERD_NAMESPACE",
+			"NOTIFY_SOCKET",
+			"CONTAINER_RUNTIME_ENDPOINT",
+		),
 		in.flavor.env(in)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = in.Dir
@@ -285,9 +304,21 @@ func (in *Instance) waitReady(ctx context.Context, p *process) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("runtimetest: %s exited (%v) before it was ready; last status: %s; log tail:\n%s", in.Spec, p.cmd.ProcessState, last, in.LogTail(30))
+			return fmt.Errorf(
+				"runtimetest: %s exited (%v) before it was ready; last status: %s; log tail:\n%s",
+				in.Spec,
+				p.cmd.ProcessState,
+				last,
+				in.LogTail(30),
+			)
 		case <-ctx.Done():
-			return fmt.Errorf("runtimetest: %s not ready after %v: %s; log tail:\n%s", in.Spec, readyTimeout, last, in.LogTail(30))
+			return fmt.Errorf(
+				"runtimetest: %s not ready after %v: %s; log tail:\n%s",
+				in.Spec,
+				readyTimeout,
+				last,
+				in.LogTail(30),
+			)
 		case <-time.After(100 * time.Millisecond):
 			in.conn.ResetConnectBackoff()
 		}
@@ -452,9 +483,11 @@ func (in *Instance) removeAllPods() error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var err error
-			if _, err = in.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			_, err = in.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id})
+			if err != nil {
 				err = fmt.Errorf("stop pod sandbox %s: %w", sb.Id, err)
-			} else if _, err = in.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			} else if _, err = in.Runtime.RemovePodSandbox(ctx,
+				&runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
 				err = fmt.Errorf("remove pod sandbox %s: %w", sb.Id, err)
 			}
 			if err != nil {

@@ -79,6 +79,10 @@ func wait(sig <-chan os.Signal, d time.Duration) {
 }
 
 func usage(err error) {
-	fmt.Fprintf(os.Stderr, "testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay>]\n", err)
+	fmt.Fprintf(
+		os.Stderr,
+		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay>]\n",
+		err,
+	)
 	os.Exit(2)
 }
