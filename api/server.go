@@ -336,9 +336,9 @@ func (s *Server) answerProbes(w http.ResponseWriter, r *http.Request, name strin
 	}
 	if !verbose {
 		if len(errs) > 0 {
-			fmt.Fprintln(w, strings.Join(errs, "; "))
+			_, _ = fmt.Fprintln(w, strings.Join(errs, "; ")) // the client gone: nothing to do
 		} else {
-			fmt.Fprintln(w, "ok")
+			_, _ = fmt.Fprintln(w, "ok")
 		}
 		return
 	}

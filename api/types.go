@@ -224,7 +224,7 @@ func WritePodList(w io.Writer, entries map[string]podcache.Entry, global time.Ti
 		g = &t
 	}
 	gt, _ := json.Marshal(g)
-	fmt.Fprintf(bw, "{\n  \"globalTimestamp\": %s,\n  \"pods\": ", gt)
+	_, _ = fmt.Fprintf(bw, "{\n  \"globalTimestamp\": %s,\n  \"pods\": ", gt) // bw keeps the error: Flush returns it
 	if len(pods) == 0 {
 		bw.WriteString("[]\n}\n")
 		return bw.Flush()

@@ -100,7 +100,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		case <-timer.C:
 		case <-l.done:
 			timer.Stop()
-			c.Close()
+			_ = c.Close() // refused while the listener closes
 			return nil, net.ErrClosed
 		}
 		timer.Stop()

@@ -368,7 +368,7 @@ func (j *Journal) Close() error {
 	}
 	j.closed = true
 	if j.head != nil {
-		j.head.Close()
+		_ = j.head.Close() // best effort: the disk failed already
 	}
 	if j.w == nil {
 		return nil

@@ -39,7 +39,7 @@ func (j *Journal) open() {
 		return
 	case err != nil:
 		if lock != nil {
-			lock.Close()
+			_ = lock.Close() // only a lock: nothing written
 		}
 		j.inMemory(nil, nil, err)
 		return
@@ -48,7 +48,7 @@ func (j *Journal) open() {
 		return
 	}
 	if err := rs.dropTornTail(dir); err != nil {
-		lock.Close()
+		_ = lock.Close()
 		j.inMemory(rs, gap, err)
 		return
 	}
@@ -113,7 +113,7 @@ func (rs *recovered) dropTornTail(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := f.Truncate(rs.tornAt); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (j *Journal) setAside(lock *os.File, dmg *damage) {
 	gap.Seq = gap.To
 	to, err := setAside(j.opts.Dir, j.stamp(), reason)
 	if err != nil {
-		lock.Close()
+		_ = lock.Close()
 		j.inMemory(nil, nil, errors.Join(dmg, err))
 		return
 	}

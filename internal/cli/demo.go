@@ -249,7 +249,7 @@ func newSummaryView(w io.Writer) *summaryView {
 
 func (v *summaryView) render(s summary) {
 	if !v.terminal && !s.final {
-		fmt.Fprintln(v.w, s.line())
+		_, _ = fmt.Fprintln(v.w, s.line()) // stdout: see global.printf
 		return
 	}
 	var b strings.Builder
@@ -275,12 +275,12 @@ func (v *summaryView) render(s summary) {
 		text = fit(text, v.width)
 		if v.lines > 0 {
 			// Up over the previous frame and clear it.
-			fmt.Fprintf(v.w, "\033[%dA\033[J", v.lines)
+			_, _ = fmt.Fprintf(v.w, "\033[%dA\033[J", v.lines) // stdout: see global.printf
 		}
 	} else {
-		fmt.Fprintln(v.w)
+		_, _ = fmt.Fprintln(v.w)
 	}
-	fmt.Fprint(v.w, text)
+	_, _ = fmt.Fprint(v.w, text)
 	v.lines = strings.Count(text, "\n")
 }
 

@@ -171,7 +171,7 @@ func writeFile(path string, write func(w io.Writer) error) error {
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name()) // the write failed already: that error is the one to tell
 	}
 	return err
 }

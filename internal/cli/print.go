@@ -170,7 +170,7 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 	}
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tSTATE\tATTEMPT\tCREATED\tINFO")
+	_, _ = fmt.Fprintln(tw, "NAME\tID\tSTATE\tATTEMPT\tCREATED\tINFO") // into a bytes.Buffer: cannot fail
 	for _, p := range list.Pods {
 		id, state, attempt, created := "-", "-", "", "-"
 		if len(p.Sandboxes) > 0 {
@@ -182,7 +182,7 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 		if p.Error != "" {
 			info = "inspection failed: " + p.Error
 		}
-		fmt.Fprintf(
+		_, _ = fmt.Fprintf(
 			tw,
 			"%s/%s\t%s\t%s\t%s\t%s\t%s\n",
 			printable(p.Namespace),
@@ -201,7 +201,7 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 					info += " (" + c.Reason + ")"
 				}
 			}
-			fmt.Fprintf(
+			_, _ = fmt.Fprintf(
 				tw,
 				"  %s\t%s\t%s\t%d\t%s\t%s\n",
 				printable(c.Name),

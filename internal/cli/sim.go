@@ -161,7 +161,7 @@ the same sequence of changes.
 			if err := s.Start(ctx); err != nil {
 				return err
 			}
-			defer s.Stop()
+			defer func() { _ = s.Stop() }() // on the way out: the run's error is the one to tell
 			tick := time.NewTicker(10 * time.Second)
 			defer tick.Stop()
 			for {

@@ -182,10 +182,10 @@ func lock(path string) (func(), error) {
 		return nil, fmt.Errorf("promtest: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close() // the lock failed: that error is the one to tell
 		return nil, fmt.Errorf("promtest: lock %s: %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	return func() { _ = f.Close() }, nil // closing releases the lock; nothing was written
 }
 
 // RunPromtool runs promtool with args in dir and returns its output. A

@@ -115,7 +115,7 @@ func Start(ctx context.Context, b Binaries, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("promtest: %w", err)
 	}
 	if err := writeConfig(dir, cfg); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // cleanup after a failed start
 		return nil, err
 	}
 	for try := 1; ; try++ {
@@ -126,7 +126,7 @@ func Start(ctx context.Context, b Binaries, cfg Config) (*Server, error) {
 		logged := s.LogTail(10)
 		_ = s.kill()
 		if try == startTries || !strings.Contains(logged, "address already in use") {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // cleanup after a failed start
 			return nil, fmt.Errorf("%w\n%s", err, logged)
 		}
 	}
@@ -189,7 +189,7 @@ func start(ctx context.Context, b Binaries, dir string) (*Server, error) {
 	// Should the test binary die, its Prometheus dies with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close() // the child holds its own descriptor
 		return nil, fmt.Errorf("promtest: starting %s: %w", b.Prometheus, err)
 	}
 	s := &Server{
@@ -201,7 +201,7 @@ func start(ctx context.Context, b Binaries, dir string) (*Server, error) {
 	}
 	go func() {
 		s.err = cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 		close(s.done)
 	}()
 	return s, s.waitReady(ctx)
@@ -280,6 +280,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("promtest: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

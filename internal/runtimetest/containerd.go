@@ -142,7 +142,7 @@ func buildThroughScratchModule(
 			return err
 		}
 	}
-	os.Remove(filepath.Join(src, "go.sum"))
+	_ = os.Remove(filepath.Join(src, "go.sum")) // absent is as good
 	env = append([]string{"GOFLAGS=-mod=mod"}, env...)
 	if err := goCommand(ctx, src, env, "mod", "tidy"); err != nil {
 		return err
@@ -494,11 +494,11 @@ func stopNewSystemContainerds(path string, before []int, logf func(string, ...an
 		}
 	}
 	for _, pid := range started {
-		syscall.Kill(pid, syscall.SIGTERM)
+		_ = syscall.Kill(pid, syscall.SIGTERM) // gone already is as good
 	}
 	if left := waitGone(started, 10*time.Second); len(left) > 0 {
 		for _, pid := range left {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if left := waitGone(left, 5*time.Second); len(left) > 0 {
 			return fmt.Errorf(

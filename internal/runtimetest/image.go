@@ -100,7 +100,7 @@ func writeImageArchive(out, bin string, tags ...string) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	tw := tar.NewWriter(tmp)
 	for _, f := range []struct {
 		name string
@@ -109,16 +109,16 @@ func writeImageArchive(out, bin string, tags ...string) error {
 		if err := tw.WriteHeader(
 			&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch, Typeflag: tar.TypeReg},
 		); err != nil {
-			tmp.Close()
+			_ = tmp.Close() // the write failed: that error is the one to tell
 			return err
 		}
 		if _, err := tw.Write(f.data); err != nil {
-			tmp.Close()
+			_ = tmp.Close()
 			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {

@@ -292,10 +292,10 @@ func lockFile(path string) (func(), error) {
 		return nil, fmt.Errorf("runtimetest: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close() // the lock failed: that error is the one to tell
 		return nil, fmt.Errorf("runtimetest: lock %s: %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	return func() { _ = f.Close() }, nil // closing releases the lock; nothing was written
 }
 
 // timed logs how long a slow step took.

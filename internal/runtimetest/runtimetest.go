@@ -164,7 +164,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 		return nil, fmt.Errorf("runtimetest: %w", err)
 	}
 	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // cleanup after a failed start
 		return nil, fmt.Errorf("runtimetest: %w", err)
 	}
 	in := &Instance{
@@ -180,17 +180,17 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 	}
 	in.Endpoint = "unix://" + in.socket
 	if len(in.socket)+len(".ttrpc") >= 104 {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: socket path %q is too long; set TMPDIR to a shorter directory", in.socket)
 	}
 	// Record the owner so that a later Start can clean up after a test
 	// process that died without calling Stop.
 	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: %w", err)
 	}
 	if err := fl.configure(in); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: configuring %s: %w", spec, err)
 	}
 	in.conn, err = grpc.NewClient(in.Endpoint,
@@ -207,7 +207,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
 	)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: grpc client: %w", err)
 	}
 	in.Runtime = runtimeapi.NewRuntimeServiceClient(in.conn)
@@ -249,7 +249,7 @@ func (in *Instance) start(ctx context.Context) error {
 		in.mu.Unlock()
 		return fmt.Errorf("runtimetest: %w", err)
 	}
-	fmt.Fprintf(logf, "=== runtimetest: starting %s at %s\n", in.Spec, time.Now().Format(time.RFC3339Nano))
+	_, _ = fmt.Fprintf(logf, "=== runtimetest: starting %s at %s\n", in.Spec, time.Now().Format(time.RFC3339Nano)) // a log header: the runtime's own lines follow or the start fails
 	args := in.flavor.command(in)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(
@@ -268,13 +268,13 @@ func (in *Instance) start(ctx context.Context) error {
 	// before Stop does, and Stop decides the order of things.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
-	logf.Close()
+	_ = logf.Close() // the runtime holds its own descriptor
 	if err != nil {
 		in.mu.Unlock()
 		return fmt.Errorf("runtimetest: starting %s: %w", args[0], err)
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.done) }()
+	go func() { _ = cmd.Wait(); close(p.done) }() // how it ended is in its log
 	in.proc = p
 	in.mu.Unlock()
 	return in.waitReady(ctx, p)
@@ -423,24 +423,27 @@ func (in *Instance) Stop() error {
 	var errs []error
 	if p != nil && !p.exited() {
 		errs = append(errs, in.removeAllPods())
-		p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM) // exited already is as good
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
 			in.opts.Logf("runtimetest: %s did not exit 10s after SIGTERM, killing it", in.Spec)
-			p.cmd.Process.Signal(syscall.SIGKILL)
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done
 		}
 	}
 	if in.conn != nil {
-		in.conn.Close()
+		_ = in.conn.Close()
 	}
 	if in.opts.KeepLogs {
 		if b, err := os.ReadFile(in.logPath); err == nil {
 			if f, err := os.CreateTemp("", fmt.Sprintf("pleg-%s-%d-*.log", in.Spec, os.Getpid())); err == nil {
-				f.Write(b)
-				f.Close()
-				in.opts.Logf("runtimetest: %s log kept at %s", in.Spec, f.Name())
+				_, werr := f.Write(b)
+				if err := errors.Join(werr, f.Close()); err != nil {
+					in.opts.Logf("runtimetest: %s log not kept: %v", in.Spec, err)
+				} else {
+					in.opts.Logf("runtimetest: %s log kept at %s", in.Spec, f.Name())
+				}
 			}
 		}
 	}
