@@ -249,7 +249,8 @@ func (in *Instance) start(ctx context.Context) error {
 		in.mu.Unlock()
 		return fmt.Errorf("runtimetest: %w", err)
 	}
-	_, _ = fmt.Fprintf(logf, "=== runtimetest: starting %s at %s\n", in.Spec, time.Now().Format(time.RFC3339Nano)) // a log header: the runtime's own lines follow or the start fails
+	// A header in the runtime's log; its own lines follow, or the start fails.
+	_, _ = fmt.Fprintf(logf, "=== runtimetest: starting %s at %s\n", in.Spec, time.Now().Format(time.RFC3339Nano))
 	args := in.flavor.command(in)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(
