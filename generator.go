@@ -186,7 +186,7 @@ func (g *Generator) Healthy() (bool, error) {
 		connected, since, err, _ := g.stream.snapshot()
 		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
 			return false, fmt.Errorf(
-				"the container event stream has been down for %v; threshold is %v: %v",
+				"the container event stream has been down for %v; threshold is %v: %w",
 				down,
 				g.opts.RelistThreshold,
 				err,

@@ -58,7 +58,7 @@ type EventLog interface {
 	// Read returns up to max entries numbered after `after`, with a gap
 	// first if the log no longer holds some of them, and a channel closed
 	// when the log next grows.
-	Read(after uint64, max int) ([]journal.Entry, <-chan struct{})
+	Read(after uint64, limit int) ([]journal.Entry, <-chan struct{})
 }
 
 // Options configure a Server.
@@ -536,7 +536,7 @@ func parseEventQuery(r *http.Request, maxValues int) (eventQuery, error) {
 	q := eventQuery{sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return q, fmt.Errorf("query %q does not parse: %v", r.URL.RawQuery, err)
+		return q, fmt.Errorf("query %q does not parse: %w", r.URL.RawQuery, err)
 	}
 	var f Filter
 	for key, vals := range values {

@@ -187,7 +187,7 @@ func Wait(ctx context.Context, what string, cond func(ctx context.Context) (bool
 		select {
 		case <-ctx.Done():
 			if last != nil {
-				return fmt.Errorf("promtest: waiting for %s: %w (last error: %v)", what, context.Cause(ctx), last)
+				return fmt.Errorf("promtest: waiting for %s: %w (last error: %w)", what, context.Cause(ctx), last)
 			}
 			return fmt.Errorf("promtest: waiting for %s: %w", what, context.Cause(ctx))
 		case <-time.After(pollInterval):

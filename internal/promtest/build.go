@@ -162,13 +162,14 @@ func buildThroughScratchModule(ctx context.Context, src, bin string) error {
 func goCommand(ctx context.Context, dir string, args ...string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
+		//nolint:staticcheck // a test binary runs where it was built: its GOROOT is this machine's
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("`go %s` in %s failed (it needs the Go module proxy): %v\n%s",
+		return fmt.Errorf("`go %s` in %s failed (it needs the Go module proxy): %w\n%s",
 			strings.Join(args, " "), dir, err, tail(string(out), 20))
 	}
 	return nil
@@ -198,7 +199,7 @@ func (b Binaries) RunPromtool(ctx context.Context, dir string, args ...string) (
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return string(out), fmt.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+			return string(out), fmt.Errorf("promtool %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
 		return string(out), fmt.Errorf("promtool: %w", err)
 	}

@@ -223,9 +223,10 @@ func (s *Server) waitReady(ctx context.Context) error {
 		last = err
 		select {
 		case <-s.done:
+			//nolint:errorlint // s.err is nil when it exited with status 0: %v says so, %w would not
 			return fmt.Errorf("promtest: prometheus exited before it was ready: %v", s.err)
 		case <-ctx.Done():
-			return fmt.Errorf("promtest: prometheus not ready: %w (last: %v)", ctx.Err(), last)
+			return fmt.Errorf("promtest: prometheus not ready: %w (last: %w)", ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -77,7 +77,7 @@ func InstallContainerd(ctx context.Context, version string, logf func(string, ..
 	current := func() error {
 		for _, p := range []string{b.Runtime, b.Shim, b.Ctr} {
 			if v, err := moduleVersion(p, mod); err != nil || v != version {
-				return fmt.Errorf("%s: version %q (%v)", p, v, err)
+				return fmt.Errorf("%s: version %q (%w)", p, v, err)
 			}
 		}
 		return nil
@@ -193,7 +193,7 @@ func (c containerd) importImages(ctx context.Context, in *Instance) error {
 	cmd.Env = envWithout(os.Environ(), "CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE", "CONTAINERD_SNAPSHOTTER")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf(
-			"runtimetest: ctr images import %s failed: %v\n%s\ncontainerd log tail:\n%s",
+			"runtimetest: ctr images import %s failed: %w\n%s\ncontainerd log tail:\n%s",
 			in.Bin.ImageTar,
 			err,
 			tail(string(out), 20),
@@ -380,7 +380,7 @@ func installDebianContainerd(ctx context.Context, logf func(string, ...any)) (Bi
 	}
 	for _, p := range []string{b.Shim, b.Ctr} {
 		if _, err := os.Stat(p); err != nil {
-			return b, fmt.Errorf("runtimetest: containerd %s is installed but %v", b.Version, err)
+			return b, fmt.Errorf("runtimetest: containerd %s is installed but %w", b.Version, err)
 		}
 	}
 	return b, common(ctx, &b, logf)
@@ -420,7 +420,7 @@ func ensureDebianContainerd(ctx context.Context, path string, logf func(string, 
 	if err != nil {
 		return "", errors.Join(
 			fmt.Errorf(
-				"runtimetest: %s and `apt-get install -y --no-install-recommends %s` failed: %v\n%s",
+				"runtimetest: %s and `apt-get install -y --no-install-recommends %s` failed: %w\n%s",
 				why,
 				debianPackage,
 				err,

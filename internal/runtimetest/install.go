@@ -144,6 +144,7 @@ func goTool() (string, error) {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p, nil
 	}
+	//nolint:staticcheck // a test binary runs where it was built: its GOROOT is this machine's
 	if root := runtime.GOROOT(); root != "" {
 		p := filepath.Join(root, "bin", "go")
 		if _, err := os.Stat(p); err == nil {
@@ -165,7 +166,7 @@ func goCommand(ctx context.Context, dir string, env []string, args ...string) er
 	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf(
-			"`%s go %s` in %s failed (it needs the Go module proxy): %v\n%s",
+			"`%s go %s` in %s failed (it needs the Go module proxy): %w\n%s",
 			strings.Join(env, " "),
 			strings.Join(args, " "),
 			dir,
@@ -209,7 +210,7 @@ func aptBinary(ctx context.Context, name, pkg string, logf func(string, ...any))
 	logf("runtimetest: %s not found, running apt-get install -y %s", name, pkg)
 	if out, err := aptInstall(ctx, pkg); err != nil {
 		return "", fmt.Errorf(
-			"runtimetest: %s is not on PATH and `apt-get install -y %s` failed: %v\n%s",
+			"runtimetest: %s is not on PATH and `apt-get install -y %s` failed: %w\n%s",
 			name,
 			pkg,
 			err,

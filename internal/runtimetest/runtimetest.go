@@ -223,13 +223,8 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 	if err := in.waitImages(ctx); err != nil {
 		return nil, errors.Join(err, in.Stop())
 	}
-	opts.Logf(
-		"runtimetest: %s (%s) ready at %s in %v",
-		spec,
-		in.Version,
-		in.Endpoint,
-		time.Since(t0).Round(time.Millisecond),
-	)
+	opts.Logf("runtimetest: %s (%s) ready at %s in %v",
+		spec, in.Version, in.Endpoint, time.Since(t0).Round(time.Millisecond))
 	return in, nil
 }
 
@@ -337,7 +332,7 @@ func (in *Instance) waitImages(ctx context.Context) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("runtimetest: image %s not visible through CRI after import (err %v)", ref, err)
+				return fmt.Errorf("runtimetest: image %s not visible through CRI after import (err %w)", ref, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
