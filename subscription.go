@@ -408,8 +408,8 @@ func (p *pendingPod) events() []Event {
 }
 
 // deliverable counts the events a transition delivers.
-func deliverable(old, new state) int {
-	types, n := transitionEvents(old, new)
+func deliverable(from, to state) int {
+	types, n := transitionEvents(from, to)
 	count := 0
 	for _, t := range types[:n] {
 		if t != ContainerChanged {

@@ -47,9 +47,9 @@ type connLimiter struct {
 	close   sync.Once
 }
 
-func newConnLimiter(lis net.Listener, max int, evicted func()) *connLimiter {
+func newConnLimiter(lis net.Listener, limit int, evicted func()) *connLimiter {
 	return &connLimiter{
-		Listener: lis, max: max, evicted: evicted,
+		Listener: lis, max: limit, evicted: evicted,
 		conns:   make(map[*limitedConn]struct{}),
 		changed: make(chan struct{}, 1),
 		done:    make(chan struct{}),

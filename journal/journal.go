@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -280,12 +279,12 @@ func (j *Journal) degrade(err error) {
 		"dir", j.opts.Dir, "err", err)
 }
 
-// Read returns up to max entries numbered after `after`, oldest first, and
+// Read returns up to limit entries numbered after `after`, oldest first, and
 // a channel closed when the journal next grows. after 0 asks for all the
 // journal holds. A reader whose number the journal no longer holds, or one
 // ahead of it (from a store set aside, or a journal in memory restarted),
 // gets a gap first.
-func (j *Journal) Read(after uint64, max int) ([]Entry, <-chan struct{}) {
+func (j *Journal) Read(after uint64, limit int) ([]Entry, <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []Entry
@@ -300,7 +299,7 @@ func (j *Journal) Read(after uint64, max int) ([]Entry, <-chan struct{}) {
 		out = append(out, Entry{Seq: floor, Gap: true, From: after + 1, To: floor})
 		after = floor
 	}
-	return append(out, j.ring.after(after, max-len(out))...), j.grew
+	return append(out, j.ring.after(after, limit-len(out))...), j.grew
 }
 
 // Last returns the number of the latest entry.
@@ -431,5 +430,3 @@ func (j *Journal) updateGauges() {
 
 // stamp names a set-aside store.
 func (j *Journal) stamp() string { return j.opts.Clock.Now().UTC().Format("20060102T150405Z") }
-
-func (j *Journal) dirPath(name string) string { return filepath.Join(j.opts.Dir, name) }
