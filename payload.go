@@ -265,7 +265,7 @@ func (g *Generator) mergeStatus(
 	var containers []*runtimeapi.ContainerStatus
 	keep := func(id string, sandbox bool) bool {
 		_, replaced := moved[hintKey{id, sandbox}]
-		return !replaced && !(removed && id == subject)
+		return !replaced && (!removed || id != subject)
 	}
 	if cached != nil {
 		for _, s := range cached.Sandboxes {

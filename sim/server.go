@@ -113,7 +113,7 @@ func (r *runtimeServer) Status(ctx context.Context, req *runtimeapi.StatusReques
 	}}}
 	if req.GetVerbose() {
 		info, _ := json.Marshal(
-			map[string]any{"simulator": true, "events": r.s.opts.Events.String(), "faults": f.Faults.String()},
+			map[string]any{"simulator": true, "events": r.s.opts.Events.String(), "faults": f.String()},
 		)
 		resp.Info = map[string]string{"config": string(info)}
 	}
