@@ -197,7 +197,7 @@ func (r *eventedRun) converged(missedOK bool) {
 		last = ""
 		for _, id := range slices.Sorted(maps.Keys(truth)) {
 			want, have := truth[id], stateOf(got[id])
-			if want != have && !(missedOK && want == "gone" && have == "unseen") {
+			if want != have && (!missedOK || want != "gone" || have != "unseen") {
 				last = id + ": runtime " + want + ", events say " + have
 				break
 			}

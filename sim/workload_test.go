@@ -27,7 +27,7 @@ func newSim(t testing.TB, opts Options) *Sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Stop() })
+	t.Cleanup(func() { _ = s.Stop() })
 	return s
 }
 

@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	code := m.Run()
-	os.RemoveAll(binDir)
+	_ = os.RemoveAll(binDir)
 	if err := runtimes.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the runtimes:", err)
 		code = 1

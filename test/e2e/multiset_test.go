@@ -274,8 +274,8 @@ func compareMultisets(generic, evented []pleg.Event, pods map[string]bool) strin
 		gs, gd, gr := count(g, S), count(g, D), count(g, R)
 		es, ed, er := count(e, S), count(e, D), count(e, R)
 		ok := false
-		switch {
-		case gs+gd+gr == 0:
+		switch gs + gd + gr {
+		case 0:
 			ok = es == 1 && ed == 1 && er == 1
 		default:
 			ok = er == gr && ed == gd && (es == gs || gs == 0 && es == 1)

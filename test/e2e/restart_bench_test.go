@@ -473,7 +473,7 @@ func watchBinary(b *testing.B, in *runtimetest.Instance, name, bin string, args 
 	b.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		<-done
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	})
 	c, err := client.New(addr, client.Options{})
 	if err != nil {
