@@ -94,17 +94,6 @@ func splitDocuments(data []byte) [][]byte {
 	return append(docs, cur.Bytes())
 }
 
-// kind returns the rendered objects of kind.
-func (r rendered) kind(kind string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range r.objects {
-		if o.GetKind() == kind {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
 // sourceHeader starts each template's output in a golden render, as in
 // `helm template`'s output.
 const sourceHeader = "# Source: pleg/templates/"
