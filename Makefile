@@ -68,13 +68,15 @@ VERSION_PKG = github.com/plegkit/pleg/internal/version
 build:
 	$(GO) build -ldflags "-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)" -o pleg ./cmd/pleg
 
-## check: gofmt, the license header of every Go file, go vet
+## check: gofmt, the license header of every Go file, go vet, then
+## golangci-lint with .golangci.yml over the three modules and tools/
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@hack/check-license.sh
 	$(GO) vet ./...
 	cd $(KUBE_TEST_MODULE) && $(GO) vet ./...
 	cd $(CHART_TEST_MODULE) && $(GO) vet ./...
+	@$(MAKE) --no-print-directory lint
 
 # golangci-lint is built from tools/go.mod (its version pinned there, its
 # dependencies out of the product's go.mod) into Go's build cache, once.
