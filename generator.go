@@ -63,15 +63,15 @@ type Generator struct {
 // New returns a generator over rt. It does nothing until Start or Relist.
 func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	if rt == nil {
-		return nil, errors.New("pleg: runtime is nil")
+		return nil, errors.New("runtime is nil")
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
-		return nil, fmt.Errorf("pleg: %w", err)
+		return nil, err
 	}
 	m, err := metrics.NewPLEG(opts.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("pleg: registering metrics: %w", err)
+		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
 	for _, r := range fallbackReasons {
 		m.PayloadFallbacks.WithLabelValues(r)
@@ -86,11 +86,11 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	}
 	restored, err := store.Restore()
 	if err != nil {
-		return nil, fmt.Errorf("pleg: restoring what was reported: %w", err)
+		return nil, fmt.Errorf("restoring what was reported: %w", err)
 	}
 	records, err := restoreRecords(restored.Pods)
 	if err != nil {
-		return nil, fmt.Errorf("pleg: restoring what was reported: %w", err)
+		return nil, fmt.Errorf("restoring what was reported: %w", err)
 	}
 	g := &Generator{
 		rt:         rt,

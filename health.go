@@ -164,7 +164,7 @@ func (h *health) relisted(start time.Time) {
 
 // listed records whether a list made at start, global or of one pod,
 // succeeded. On a failure it reports whether lists had succeeded until
-// then, so that a runtime that is down is reported once, loudly; on a
+// then, so that a runtime that is down is logged as an error once; on a
 // success, since when they had been failing, or zero.
 func (h *health) listed(start time.Time, err error) (firstFailure bool, failedSince time.Time) {
 	h.mu.Lock()

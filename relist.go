@@ -200,8 +200,9 @@ func (g *Generator) podRelisted(l podList, observed, gone bool) {
 }
 
 // list returns the runtime's sandboxes and containers, of pod only if set.
-// A runtime that is down fails every list, global or of one pod: that is
-// said once, loudly, then quietly until it answers again.
+// A runtime that is down fails every list, global or of one pod: the first
+// failure is logged as an error, the next ones at debug level until a list
+// succeeds again.
 func (g *Generator) list(
 	ctx context.Context,
 	start time.Time,
@@ -425,8 +426,8 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when
-// the pod starts failing, then quietly, since a pod the runtime cannot
-// answer for fails again every relist.
+// the pod starts failing, then at debug level, since a pod the runtime
+// cannot answer for fails again every relist.
 func (g *Generator) inspectionFailed(ref podRef, err error, at time.Time) {
 	reason := metrics.InspectionError
 	deadline := errors.Is(err, ErrInspectTimeout)

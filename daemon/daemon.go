@@ -110,7 +110,7 @@ type Daemon struct {
 // a port in use or a bad web config fails here, before anything runs.
 func New(cfg Config) (*Daemon, error) {
 	if cfg.Runtime == nil {
-		return nil, errors.New("daemon: no runtime")
+		return nil, errors.New("no runtime")
 	}
 	cfg = cfg.withDefaults()
 	if err := web.Validate(cfg.WebConfigFile); err != nil {

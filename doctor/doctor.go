@@ -146,7 +146,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"pleg inspect timeout", o.PlegInspectTimeout},
 	} {
 		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("doctor: %s %v must be positive", d.name, d.v))
+			errs = append(errs, fmt.Errorf("%s %v must be positive", d.name, d.v))
 		}
 	}
 	for _, n := range []struct {
@@ -159,7 +159,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"pleg concurrency", o.PlegConcurrency},
 	} {
 		if n.v < 0 {
-			errs = append(errs, fmt.Errorf("doctor: %s %d must not be negative", n.name, n.v))
+			errs = append(errs, fmt.Errorf("%s %d must not be negative", n.name, n.v))
 		}
 	}
 	return o, errors.Join(errs...)

@@ -14,7 +14,7 @@
 // down loses at most what was written since the last sync, and readers
 // are told what may be lost as a gap. A store that cannot be trusted is
 // set aside and a new one starts, with a gap; a directory that cannot be
-// written leaves the journal in memory, said loudly. Without a directory
+// written leaves the journal in memory, with an error in the log. Without a directory
 // the journal is in memory only.
 package journal
 

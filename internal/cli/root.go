@@ -114,8 +114,8 @@ func Execute() int {
 }
 
 // execute runs cmd and returns the exit code: a command's own exit status;
-// 128 plus the signal's number, quietly, for a command that a signal cut
-// short, as a shell reports it; or 1 for an error, which is printed;
+// 128 plus the signal's number, printing nothing, for a command that a
+// signal cut short, as a shell reports it; or 1 for an error, which is printed;
 // doctor's errors are 2, as its exit status says.
 func execute(ctx context.Context, cmd *cobra.Command, stderr io.Writer) int {
 	c, err := cmd.ExecuteContextC(ctx)
