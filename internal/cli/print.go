@@ -182,17 +182,8 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 		if p.Error != "" {
 			info = "inspection failed: " + p.Error
 		}
-		_, _ = fmt.Fprintf(
-			tw,
-			"%s/%s\t%s\t%s\t%s\t%s\t%s\n",
-			printable(p.Namespace),
-			printable(p.Name),
-			printable(id),
-			printable(state),
-			attempt,
-			created,
-			printable(info),
-		)
+		_, _ = fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Namespace), printable(p.Name),
+			printable(id), printable(state), attempt, created, printable(info))
 		for _, c := range p.Containers {
 			info := ""
 			if c.ExitCode != nil {
@@ -201,16 +192,9 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 					info += " (" + c.Reason + ")"
 				}
 			}
-			_, _ = fmt.Fprintf(
-				tw,
-				"  %s\t%s\t%s\t%d\t%s\t%s\n",
-				printable(c.Name),
-				printable(shortID(c.ID, noTrunc)),
-				printable(titled(c.State)),
-				c.RestartCount,
-				ago(c.CreatedAt, now),
-				printable(info),
-			)
+			_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", printable(c.Name),
+				printable(shortID(c.ID, noTrunc)), printable(titled(c.State)), c.RestartCount,
+				ago(c.CreatedAt, now), printable(info))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -197,10 +197,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{
-				BaseDelay:  50 * time.Millisecond,
-				Multiplier: 1.6,
-				Jitter:     0.2,
-				MaxDelay:   time.Second,
+				BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
 			},
 			MinConnectTimeout: 5 * time.Second,
 		}),
@@ -248,16 +245,8 @@ func (in *Instance) start(ctx context.Context) error {
 	_, _ = fmt.Fprintf(logf, "=== runtimetest: starting %s at %s\n", in.Spec, time.Now().Format(time.RFC3339Nano))
 	args := in.flavor.command(in)
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(
-		envWithout(
-			os.Environ(),
-			"PATH",
-			"CONTAINERD_ADDRESS",
-			"CONTAINERD_NAMESPACE",
-			"NOTIFY_SOCKET",
-			"CONTAINER_RUNTIME_ENDPOINT",
-		),
-		in.flavor.env(in)...)
+	unset := []string{"PATH", "CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE", "NOTIFY_SOCKET", "CONTAINER_RUNTIME_ENDPOINT"}
+	cmd.Env = append(envWithout(os.Environ(), unset...), in.flavor.env(in)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = in.Dir
 	// Own process group: a ^C to `go test` must not reach the runtime
