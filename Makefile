@@ -15,7 +15,7 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: test test-matrix check test-stress bench bench-long fuzz demo generate fleet
+.PHONY: build test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet
 
 # test/kube is a Go module of its own: it requires k8s.io/kubernetes and
 # etcd, to test reporting into a real kube-apiserver, and the product's
@@ -59,11 +59,36 @@ test: check
 test-matrix:
 	PLEG_CONTAINERD_VERSIONS=all $(GO) test -race -count=1 -timeout 90m ./internal/runtimetest/ ./test/e2e/
 
+## build: ./pleg, with the version `git describe` gives (the tag, or the
+## tag and the commits since, or the commit alone; -dirty for local
+## changes) and the commit stamped in: `pleg version` prints them
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+VERSION_PKG = github.com/plegkit/pleg/internal/version
+build:
+	$(GO) build -ldflags "-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)" -o pleg ./cmd/pleg
+
+## check: gofmt, the license header of every Go file, go vet, then
+## golangci-lint with .golangci.yml over the three modules and tools/
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@hack/check-license.sh
 	$(GO) vet ./...
 	cd $(KUBE_TEST_MODULE) && $(GO) vet ./...
 	cd $(CHART_TEST_MODULE) && $(GO) vet ./...
+	@$(MAKE) --no-print-directory lint
+
+# golangci-lint is built from tools/go.mod (its version pinned there, its
+# dependencies out of the product's go.mod) into Go's build cache, once.
+GOLANGCI_LINT = $(GO) tool -modfile=$(CURDIR)/tools/go.mod golangci-lint
+LINT_MODULES = . $(KUBE_TEST_MODULE) $(CHART_TEST_MODULE) tools
+
+## lint: golangci-lint over every module
+lint:
+	@for m in $(LINT_MODULES); do \
+	  echo "golangci-lint run ($$m)"; \
+	  (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
+	done
 
 ## generate: what is generated from the chart and the dashboard's code:
 ## deploy/'s manifests and dashboard, the chart's copies of the rules and

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pleg is a pod lifecycle event generator for CRI container
 // runtimes: the kubelet's PLEG as a library.
 //

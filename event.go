@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import "time"
@@ -7,20 +10,20 @@ import "time"
 type EventType string
 
 const (
-	// ContainerStarted: a container or sandbox was newly seen running.
+	// ContainerStarted means a container or sandbox was newly seen running.
 	ContainerStarted EventType = "ContainerStarted"
-	// ContainerDied: a container or sandbox was newly seen exited, or
+	// ContainerDied means a container or sandbox was newly seen exited, or
 	// vanished without having been seen exited.
 	ContainerDied EventType = "ContainerDied"
-	// ContainerRemoved: a container or sandbox is no longer listed.
+	// ContainerRemoved means a container or sandbox is no longer listed.
 	ContainerRemoved EventType = "ContainerRemoved"
-	// PodSync: the pod was re-inspected on request and no container changed
+	// PodSync means the pod was re-inspected on request and no container changed
 	// state; its status in the cache may still have changed.
 	PodSync EventType = "PodSync"
-	// ContainerChanged: a container went to an unknown state. Generated to
+	// ContainerChanged means a container went to an unknown state. Generated to
 	// mirror the kubelet's transition table, never delivered.
 	ContainerChanged EventType = "ContainerChanged"
-	// ConditionMet: at least one watch condition set on the pod holds.
+	// ConditionMet means at least one watch condition set on the pod holds.
 	ConditionMet EventType = "ConditionMet"
 )
 
@@ -84,20 +87,20 @@ func (s state) String() string {
 }
 
 // transitionEvents is the kubelet's transition table: the events a
-// container or sandbox going from old to new yields, in order. Equal states
+// container or sandbox going from one state to another yields, in order. Equal states
 // yield none; a container that vanishes without having been seen exited
 // yields ContainerDied then ContainerRemoved.
-func transitionEvents(old, new state) (events [2]EventType, n int) {
+func transitionEvents(from, to state) (events [2]EventType, n int) {
 	switch {
-	case old == new:
+	case from == to:
 		return events, 0
-	case new == stateRunning:
+	case to == stateRunning:
 		return [2]EventType{ContainerStarted}, 1
-	case new == stateExited:
+	case to == stateExited:
 		return [2]EventType{ContainerDied}, 1
-	case new == stateUnknown:
+	case to == stateUnknown:
 		return [2]EventType{ContainerChanged}, 1
-	case old == stateExited:
+	case from == stateExited:
 		return [2]EventType{ContainerRemoved}, 1
 	default:
 		return [2]EventType{ContainerDied, ContainerRemoved}, 2

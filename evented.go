@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -120,7 +123,11 @@ func (g *Generator) streamChanged(up, opened bool) {
 func (g *Generator) handleEvents() {
 	events, overflowed := g.events.take()
 	if overflowed {
-		g.log.Warn("Container events came faster than they could be handled; some were dropped and a relist will find what they said", "limit", maxQueuedEvents)
+		g.log.Warn(
+			"Container events came faster than they could be handled; some were dropped and a relist will find what they said",
+			"limit",
+			maxQueuedEvents,
+		)
 		g.requestGlobalRelist()
 	}
 	for _, e := range events {
@@ -202,8 +209,21 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	}
 	uid := g.st.podOf(ev)
 	rec := g.st.records[uid]
-	if !g.st.hints.note(ev, uid, rec != nil && rec.knows(ev.GetContainerId(), true), replay && !missed, missed, e.received) {
-		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it", "containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
+	if !g.st.hints.note(
+		ev,
+		uid,
+		rec != nil && rec.knows(ev.GetContainerId(), true),
+		replay && !missed,
+		missed,
+		e.received,
+	) {
+		g.log.Debug(
+			"Container event for a container of an unknown pod; the next relist will see it",
+			"containerID",
+			ev.GetContainerId(),
+			"type",
+			ev.GetContainerEventType(),
+		)
 		return
 	}
 	if !g.requests.add(uid, e.received) {
@@ -281,7 +301,10 @@ func (g *Generator) newStream(src runtime.EventSource) *streamSupervisor {
 // the pods whose records payloads moved meanwhile: what the lists say of
 // them may be older than the payloads, so the relist leaves them to
 // relists of their own. Callers hold relistMu.
-func (g *Generator) listAll(ctx context.Context, start time.Time) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, map[string]struct{}, error) {
+func (g *Generator) listAll(
+	ctx context.Context,
+	start time.Time,
+) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, map[string]struct{}, error) {
 	if g.stream == nil {
 		sandboxes, containers, err := g.list(ctx, start, "")
 		return sandboxes, containers, nil, err

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -60,15 +63,15 @@ type Generator struct {
 // New returns a generator over rt. It does nothing until Start or Relist.
 func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	if rt == nil {
-		return nil, errors.New("pleg: runtime is nil")
+		return nil, errors.New("runtime is nil")
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
-		return nil, fmt.Errorf("pleg: %w", err)
+		return nil, err
 	}
 	m, err := metrics.NewPLEG(opts.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("pleg: registering metrics: %w", err)
+		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
 	for _, r := range fallbackReasons {
 		m.PayloadFallbacks.WithLabelValues(r)
@@ -83,11 +86,11 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 	}
 	restored, err := store.Restore()
 	if err != nil {
-		return nil, fmt.Errorf("pleg: restoring what was reported: %w", err)
+		return nil, fmt.Errorf("restoring what was reported: %w", err)
 	}
 	records, err := restoreRecords(restored.Pods)
 	if err != nil {
-		return nil, fmt.Errorf("pleg: restoring what was reported: %w", err)
+		return nil, fmt.Errorf("restoring what was reported: %w", err)
 	}
 	g := &Generator{
 		rt:         rt,
@@ -182,7 +185,12 @@ func (g *Generator) Healthy() (bool, error) {
 	if g.opts.Mode == ModeEvented && g.stream != nil {
 		connected, since, err, _ := g.stream.snapshot()
 		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
-			return false, fmt.Errorf("the container event stream has been down for %v; threshold is %v: %v", down, g.opts.RelistThreshold, err)
+			return false, fmt.Errorf(
+				"the container event stream has been down for %v; threshold is %v: %w",
+				down,
+				g.opts.RelistThreshold,
+				err,
+			)
 		}
 	}
 	return true, nil

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -55,16 +58,23 @@ func (s Status) String() string {
 	case s.Mode == ModeGeneric:
 		return fmt.Sprintf("mode generic: relisting every %v", s.RelistPeriod)
 	case s.Evented && len(s.UntoldRemovals) > 0:
-		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; safety-net relist every %v; "+
-			"it does not tell %s removals, which a list of exited items every %v finds",
-			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod, strings.Join(s.UntoldRemovals, " and "), removalPollPeriod)
+		return fmt.Sprintf(
+			"mode %s: evented, the container event stream connected since %s; safety-net relist every %v; "+
+				"it does not tell %s removals, which a list of exited items every %v finds",
+			s.Mode,
+			s.StreamSince.UTC().Format(time.RFC3339),
+			s.RelistPeriod,
+			strings.Join(s.UntoldRemovals, " and "),
+			removalPollPeriod,
+		)
 	case s.Evented:
 		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; safety-net relist every %v",
 			s.Mode, s.StreamSince.UTC().Format(time.RFC3339), s.RelistPeriod)
 	case s.NoStream:
 		return fmt.Sprintf("mode %s: relisting every %v; the runtime has no container event stream", s.Mode, s.RelistPeriod)
 	case s.StreamConnected:
-		return fmt.Sprintf("mode %s: relisting every %v; the container event stream connected at %s and drives once it has held for %v",
+		return fmt.Sprintf("mode %s: relisting every %v; the container event stream connected at %s and drives once it has "+
+			"held for %v",
 			s.Mode, s.RelistPeriod, s.StreamSince.UTC().Format(time.RFC3339), streamHold)
 	default:
 		return fmt.Sprintf("mode %s: relisting every %v; the container event stream is down since %s: %v",
@@ -154,7 +164,7 @@ func (h *health) relisted(start time.Time) {
 
 // listed records whether a list made at start, global or of one pod,
 // succeeded. On a failure it reports whether lists had succeeded until
-// then, so that a runtime that is down is reported once, loudly; on a
+// then, so that a runtime that is down is logged as an error once; on a
 // success, since when they had been failing, or zero.
 func (h *health) listed(start time.Time, err error) (firstFailure bool, failedSince time.Time) {
 	h.mu.Lock()

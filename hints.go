@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -81,7 +84,10 @@ func (h *hint) transitions() []transition {
 	var out []transition
 	for i := 1; i < len(states); i++ {
 		if states[i] != states[i-1] {
-			out = append(out, transition{id: h.id, name: h.name, sandbox: h.sandbox, old: states[i-1], new: states[i], afterRestart: !h.live})
+			out = append(
+				out,
+				transition{id: h.id, name: h.name, sandbox: h.sandbox, old: states[i-1], new: states[i], afterRestart: !h.live},
+			)
 		}
 	}
 	return out
@@ -147,7 +153,12 @@ func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now 
 // record knows the event's subject as a sandbox, for an event that came
 // without the sandbox's ID (containerd's and CRI-O's, once the pod is
 // gone).
-func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, knownSandbox, replay, missed bool, now time.Time) bool {
+func (b *hintBook) note(
+	ev *runtimeapi.ContainerEventResponse,
+	uid string,
+	knownSandbox, replay, missed bool,
+	now time.Time,
+) bool {
 	id := ev.GetContainerId()
 	if uid == "" || id == "" {
 		return false
@@ -232,7 +243,11 @@ type hinted struct {
 // said was deleted become its transitions, unless it was reported removed
 // already. Hints of containers neither known nor deleted wait, for a
 // while, for a relist that settles them.
-func (b *hintBook) take(uid string, known func(id string, sandbox bool) (known, listed bool), now time.Time) (h hinted) {
+func (b *hintBook) take(
+	uid string,
+	known func(id string, sandbox bool) (known, listed bool),
+	now time.Time,
+) (h hinted) {
 	ph := b.pods[uid]
 	if ph == nil {
 		return h

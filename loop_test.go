@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -41,11 +44,11 @@ func newLoopGenerator(t *testing.T, rt runtime.Runtime, cache *podcache.Cache, o
 }
 
 // waitFor returns a channel that receives the pod's status once the cache
-// holds one observed after min.
-func waitFor(ctx context.Context, cache *podcache.Cache, uid string, min time.Time) <-chan *runtime.PodStatus {
+// holds one observed after since.
+func waitFor(ctx context.Context, cache *podcache.Cache, uid string, since time.Time) <-chan *runtime.PodStatus {
 	ch := make(chan *runtime.PodStatus, 1)
 	go func() {
-		if s, err := cache.GetNewerThan(ctx, uid, min); err == nil {
+		if s, err := cache.GetNewerThan(ctx, uid, since); err == nil {
 			ch <- s
 		}
 	}()

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -199,7 +202,10 @@ func (o Options) validate() error {
 		errs = append(errs, fmt.Errorf("relist period %v must be positive", o.RelistPeriod))
 	}
 	if o.RelistThreshold <= o.RelistPeriod {
-		errs = append(errs, fmt.Errorf("relist threshold %v must be greater than the relist period %v", o.RelistThreshold, o.RelistPeriod))
+		errs = append(
+			errs,
+			fmt.Errorf("relist threshold %v must be greater than the relist period %v", o.RelistThreshold, o.RelistPeriod),
+		)
 	}
 	if o.ChannelCapacity < 0 {
 		errs = append(errs, fmt.Errorf("channel capacity %d must be positive", o.ChannelCapacity))
@@ -219,7 +225,14 @@ func (o Options) validate() error {
 		errs = append(errs, fmt.Errorf("evented relist period %v must be positive", o.EventedRelistPeriod))
 	}
 	if o.EventedRelistThreshold <= o.EventedRelistPeriod {
-		errs = append(errs, fmt.Errorf("evented relist threshold %v must be greater than the evented relist period %v", o.EventedRelistThreshold, o.EventedRelistPeriod))
+		errs = append(
+			errs,
+			fmt.Errorf(
+				"evented relist threshold %v must be greater than the evented relist period %v",
+				o.EventedRelistThreshold,
+				o.EventedRelistPeriod,
+			),
+		)
 	}
 	return errors.Join(errs...)
 }

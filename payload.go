@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -54,7 +57,18 @@ const (
 
 // fallbackReasons are the reason label's values, for metrics to start at
 // zero.
-var fallbackReasons = []string{fallbackReplayed, fallbackNoPod, fallbackNoSandbox, fallbackNoSubject, fallbackContradict, fallbackMalformed, fallbackFailingPod, fallbackRefused, fallbackHintsPending, fallbackOvertaken}
+var fallbackReasons = []string{
+	fallbackReplayed,
+	fallbackNoPod,
+	fallbackNoSandbox,
+	fallbackNoSubject,
+	fallbackContradict,
+	fallbackMalformed,
+	fallbackFailingPod,
+	fallbackRefused,
+	fallbackHintsPending,
+	fallbackOvertaken,
+}
 
 // payload is what an event says, read and checked.
 type payload struct {
@@ -145,12 +159,41 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		rec.name, rec.namespace = p.name, p.namespace
 	}
 
-	// What the pod will be: what is known, each item moved forward by the
-	// payload, never back.
+	statuses := g.movePayloadForward(rec, p)
+	transitions := payloadTransitions(rec, p)
+	if len(transitions) == 0 {
+		return ""
+	}
+
+	status := g.mergeStatus(rec, statuses, p.subject, p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	if !g.cache.Set(rec.uid, status, nil, rec.modified) {
+		return fallbackRefused
+	}
+	if !known {
+		st.records[rec.uid] = rec
+	}
+	if st.moved != nil {
+		st.moved[rec.uid] = struct{}{}
+	}
+	rec.advance()
+	g.settled(rec.uid, transitions, [numRemovalKinds][]string{}, e.received)
+	g.deliver(rec, &podChange{
+		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
+		observed:    e.received,
+		transitions: transitions,
+	}, status)
+	g.requests.add(rec.uid, e.received)
+	return ""
+}
+
+// movePayloadForward sets what the pod will be, rec.cur: what is known,
+// each item moved forward by the payload, never back. It returns the
+// payload's status of each item it moved.
+func (g *Generator) movePayloadForward(rec *podRecord, p payload) map[hintKey]any {
 	next := slices.Clone(rec.old)
-	statuses := make(map[hintKey]any) // the payload's status of each item moved
+	statuses := make(map[hintKey]any)
 	forward := func(e entry, status any) {
-		if st.hints.isRemoved(e.id) {
+		if g.st.hints.isRemoved(e.id) {
 			return
 		}
 		i, found := slices.BinarySearchFunc(next, &e, func(x entry, y *entry) int { return compareEntries(&x, y) })
@@ -178,6 +221,13 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		}
 	}
 	rec.cur = next
+	return statuses
+}
+
+// payloadTransitions are the transitions from what the pod was to what the
+// payload moved it to: the subject's expanded to the stages its event
+// implies, the others as they are.
+func payloadTransitions(rec *podRecord, p payload) []transition {
 	seen := stageOf(p.typ)
 	for _, c := range p.containers {
 		if c.GetId() == p.subject && c.GetStartedAt() > 0 {
@@ -198,41 +248,24 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 			transitions = append(transitions, t)
 		}
 	}
-	if len(transitions) == 0 {
-		return ""
-	}
-
-	status := g.mergeStatus(rec, statuses, p.subject, p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
-	if !g.cache.Set(rec.uid, status, nil, rec.modified) {
-		return fallbackRefused
-	}
-	if !known {
-		st.records[rec.uid] = rec
-	}
-	if st.moved != nil {
-		st.moved[rec.uid] = struct{}{}
-	}
-	rec.advance()
-	g.settled(rec.uid, transitions, [numRemovalKinds][]string{}, e.received)
-	g.deliver(rec, &podChange{
-		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
-		observed:    e.received,
-		transitions: transitions,
-	}, status)
-	g.requests.add(rec.uid, e.received)
-	return ""
+	return transitions
 }
 
 // mergeStatus returns the pod's cached status with the statuses of the
 // items the payload moved forward put in, and the removed subject taken
 // out.
-func (g *Generator) mergeStatus(rec *podRecord, moved map[hintKey]any, subject string, removed bool) *runtime.PodStatus {
+func (g *Generator) mergeStatus(
+	rec *podRecord,
+	moved map[hintKey]any,
+	subject string,
+	removed bool,
+) *runtime.PodStatus {
 	cached, _ := g.cache.Get(rec.uid)
 	var sandboxes []*runtimeapi.PodSandboxStatus
 	var containers []*runtimeapi.ContainerStatus
 	keep := func(id string, sandbox bool) bool {
 		_, replaced := moved[hintKey{id, sandbox}]
-		return !replaced && !(removed && id == subject)
+		return !replaced && (!removed || id != subject)
 	}
 	if cached != nil {
 		for _, s := range cached.Sandboxes {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -175,11 +178,11 @@ func TestPayloadsTellWhatRelistsTell(t *testing.T) {
 			pods: []fakeruntime.Pod{webPod(ctr("c1", running), ctr("side", running))},
 			run: func(tw *twins) {
 				for i := range 3 {
-					old, next := "c1", "c1"
+					old := "c1"
 					if i > 0 {
 						old = fmt.Sprintf("c1-%d", i)
 					}
-					next = fmt.Sprintf("c1-%d", i+1)
+					next := fmt.Sprintf("c1-%d", i+1)
 					_ = tw.rt.SetContainerState(old, exited, 137)
 					tw.emit("web", old, evStopped)
 					tw.rt.Remove(old)

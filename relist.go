@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -5,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -82,20 +84,6 @@ func (g *Generator) relist(ctx context.Context) error {
 	return nil
 }
 
-// relistPod lists and reconciles one pod, leaving the others alone.
-// Callers hold relistMu.
-func (g *Generator) relistPod(ctx context.Context, uid string) {
-	if pi := g.podListed(ctx, g.listPod(ctx, uid)); pi != nil {
-		g.podInspected(ctx, g.inspectListed(ctx, pi))
-	}
-}
-
-// A pod's relist runs in three steps, so that the relist loop can run the
-// two that wait on the runtime without relistMu and go on applying other
-// pods' events meanwhile (relistState.listing keeps the pod's own events
-// out): listPod, then podListed under relistMu, then, if the pod changed,
-// inspectListed, then podInspected under relistMu.
-
 // podList is what a pod's lists returned, for podListed.
 type podList struct {
 	uid   string
@@ -115,7 +103,12 @@ type podInspection struct {
 	in   inspection
 }
 
-// listPod lists pod's items. It touches no relist state.
+// listPod lists pod's items; it touches no relist state. A pod's relist
+// runs in steps: listPod, then podListed under relistMu, then, if the pod
+// changed, inspectListed, then podInspected under relistMu. The two steps
+// that wait on the runtime run without relistMu, so the relist loop goes
+// on applying other pods' events meanwhile (relistState.listing keeps the
+// pod's own events out).
 func (g *Generator) listPod(ctx context.Context, uid string) podList {
 	l := podList{uid: uid, start: g.clock.Now(), lastGlobal: g.health.last()}
 	l.sandboxes, l.containers, l.err = g.list(ctx, l.start, uid)
@@ -157,7 +150,7 @@ func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 		g.conditions.drop(uid)
 	}
 	w, ok := workFor(rec, gone, g.reinspect.take(uid), g.conditions.has(uid), st.hints.take(uid, rec.sees, start))
-	if !ok || !(known || len(w.transitions) > 0) {
+	if !ok || (!known && len(w.transitions) == 0) {
 		g.podRelisted(l, ctx.Err() == nil, gone)
 		return nil
 	}
@@ -207,9 +200,14 @@ func (g *Generator) podRelisted(l podList, observed, gone bool) {
 }
 
 // list returns the runtime's sandboxes and containers, of pod only if set.
-// A runtime that is down fails every list, global or of one pod: that is
-// said once, loudly, then quietly until it answers again.
-func (g *Generator) list(ctx context.Context, start time.Time, pod string) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
+// A runtime that is down fails every list, global or of one pod: the first
+// failure is logged as an error, the next ones at debug level until a list
+// succeeds again.
+func (g *Generator) list(
+	ctx context.Context,
+	start time.Time,
+	pod string,
+) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
 	var sf *runtimeapi.PodSandboxFilter
 	var cf *runtimeapi.ContainerFilter
 	if pod != "" {
@@ -251,7 +249,17 @@ func (g *Generator) listFailed(ctx context.Context, start time.Time, pod string,
 	if pod == "" {
 		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.health.listFailing())
 	} else {
-		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pod", "pod", pod, "err", err, "failingSince", g.health.listFailing())
+		g.log.Log(
+			ctx,
+			level,
+			"GenericPLEG: Unable to retrieve pod",
+			"pod",
+			pod,
+			"err",
+			err,
+			"failingSince",
+			g.health.listFailing(),
+		)
 	}
 }
 
@@ -269,7 +277,9 @@ func (g *Generator) updateRunningMetrics() {
 				continue
 			}
 			switch s := e.c.State; s {
-			case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED:
+			case runtimeapi.ContainerState_CONTAINER_CREATED,
+				runtimeapi.ContainerState_CONTAINER_RUNNING,
+				runtimeapi.ContainerState_CONTAINER_EXITED:
 				counts[s]++
 			default:
 				counts[runtimeapi.ContainerState_CONTAINER_UNKNOWN]++
@@ -415,71 +425,9 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 	g.stage(out, rec, change, status)
 }
 
-// outbox holds the changes of pods applied one after another, to be kept
-// in the store with one commit, then delivered in order: nothing is seen
-// that a restart would forget, and a relist of many pods costs the store
-// a write per batch, not per pod.
-type outbox struct {
-	changes []*podChange
-	ends    []int // where each change's events end in events
-	events  []Event
-	reports []PodReport
-}
-
-// deliver delivers one pod's change at once. Callers hold relistMu.
-func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
-	var out outbox
-	g.stage(&out, rec, change, status)
-	g.flush(&out)
-}
-
-// stage logs a pod's change the kubelet's way and puts it in out, with
-// what is now reported of the pod (rec, advanced). Callers hold relistMu.
-func (g *Generator) stage(out *outbox, rec *podRecord, change *podChange, status *runtime.PodStatus) {
-	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
-		return
-	}
-	change.transitions = ranWhileAway(change.transitions, status)
-	for i := range change.transitions {
-		t := &change.transitions[i]
-		g.log.Debug("GenericPLEG", "podUID", change.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old, "newState", t.new)
-		if t.new == stateExited && !t.sandbox && status != nil {
-			if c := status.FindContainerByID(t.id); c != nil {
-				g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id, "exitCode", c.GetExitCode())
-			}
-		}
-	}
-	out.changes = append(out.changes, change)
-	out.events = append(out.events, change.events()...)
-	out.ends = append(out.ends, len(out.events))
-	out.reports = append(out.reports, rec.report())
-}
-
-// flush commits what out holds to the store and then delivers it to the
-// subscribers, in order, and empties out. Callers hold relistMu.
-func (g *Generator) flush(out *outbox) {
-	if len(out.changes) == 0 {
-		return
-	}
-	if err := g.store.Commit(out.events, out.reports); err != nil {
-		g.metrics.StoreFailures.Inc()
-		g.log.Error("PLEG: Could not keep changes in the store; delivering them anyway, a restart may report them again",
-			"pods", len(out.changes), "err", err)
-	}
-	start := 0
-	for i, c := range out.changes {
-		g.out.publish(c, out.events[start:out.ends[i]])
-		start = out.ends[i]
-	}
-	clear(out.changes)
-	clear(out.events)
-	clear(out.reports)
-	out.changes, out.ends, out.events, out.reports = out.changes[:0], out.ends[:0], out.events[:0], out.reports[:0]
-}
-
 // inspectionFailed counts a failed inspection and logs it: a warning when
-// the pod starts failing, then quietly, since a pod the runtime cannot
-// answer for fails again every relist.
+// the pod starts failing, then at debug level, since a pod the runtime
+// cannot answer for fails again every relist.
 func (g *Generator) inspectionFailed(ref podRef, err error, at time.Time) {
 	reason := metrics.InspectionError
 	deadline := errors.Is(err, ErrInspectTimeout)
@@ -494,69 +442,4 @@ func (g *Generator) inspectionFailed(ref podRef, err error, at time.Time) {
 	}
 	g.log.Log(context.Background(), level, "PLEG: Ignoring events for pod; it will be inspected again at the next relist",
 		"pod", ref.namespace+"/"+ref.name, "podUID", ref.uid, "err", err)
-}
-
-// podIPs keeps the IPs of a pod whose sandboxes have all been torn down:
-// the API expects a finished pod to keep reporting the IP it had. A pod
-// with a ready sandbox reports what that sandbox reports, even nothing.
-func (g *Generator) podIPs(uid string, status *runtime.PodStatus) []string {
-	if len(status.IPs) > 0 {
-		return status.IPs
-	}
-	for _, sb := range status.Sandboxes {
-		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
-			return status.IPs
-		}
-	}
-	cached, err := g.cache.Get(uid)
-	if err != nil || cached == nil {
-		return nil
-	}
-	return cached.IPs
-}
-
-// ranWhileAway completes what a restart found with what the runtime says
-// of each item: the times a container started and finished, and for one
-// last reported not yet running (unknown to the records, or created) that
-// is found exited, that it ran first. Its Started was never reported: a
-// store keeps what was reported with the events, so a record without it
-// means the event was never delivered (a generator killed between an
-// event and its commit, say). The kubelet's relist reports such a
-// container Died alone; this one reports it Started, with its start time,
-// then Died.
-func ranWhileAway(ts []transition, status *runtime.PodStatus) []transition {
-	if status == nil || !slices.ContainsFunc(ts, func(t transition) bool { return t.afterRestart }) {
-		return ts
-	}
-	out := make([]transition, 0, len(ts)+1)
-	for _, t := range ts {
-		if !t.afterRestart {
-			out = append(out, t)
-			continue
-		}
-		if t.sandbox {
-			if sb := findSandbox(status, t.id); sb != nil {
-				t.started = sb.GetCreatedAt()
-			}
-		} else if c := status.FindContainerByID(t.id); c != nil {
-			t.started, t.finished = c.GetStartedAt(), c.GetFinishedAt()
-		}
-		if (t.old == stateNonExistent || t.old == stateUnknown) && t.new == stateExited && t.started > 0 {
-			ran := t
-			ran.new, ran.finished = stateRunning, 0
-			out = append(out, ran)
-			t.old = stateRunning
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-func findSandbox(status *runtime.PodStatus, id string) *runtimeapi.PodSandboxStatus {
-	for _, sb := range status.Sandboxes {
-		if sb.GetId() == id {
-			return sb
-		}
-	}
-	return nil
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -52,8 +55,19 @@ type podRetry struct {
 	timer clock.Timer // set while a retry is pending
 }
 
-func newPodRetries(clk clock.WithDelayedExecution, relist func(string), failing func(string) bool, listFailing func() time.Time) *podRetries {
-	return &podRetries{clock: clk, relist: relist, failing: failing, listFailing: listFailing, pods: make(map[string]*podRetry)}
+func newPodRetries(
+	clk clock.WithDelayedExecution,
+	relist func(string),
+	failing func(string) bool,
+	listFailing func() time.Time,
+) *podRetries {
+	return &podRetries{
+		clock:       clk,
+		relist:      relist,
+		failing:     failing,
+		listFailing: listFailing,
+		pods:        make(map[string]*podRetry),
+	}
 }
 
 // failed schedules a retry of pod uid, whose relist failed at now, unless

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -159,7 +162,16 @@ func (st *relistState) record(uid, name, namespace string) *podRecord {
 	case rec.name == "" && rec.namespace == "":
 		rec.name, rec.namespace = name, namespace
 	case name != "" && (name != rec.name || namespace != rec.namespace):
-		st.invalid.report(st.pass, invalidPodNameConflict, "pod", uid, "name", rec.namespace+"/"+rec.name, "otherName", namespace+"/"+name)
+		st.invalid.report(
+			st.pass,
+			invalidPodNameConflict,
+			"pod",
+			uid,
+			"name",
+			rec.namespace+"/"+rec.name,
+			"otherName",
+			namespace+"/"+name,
+		)
 	}
 	return rec
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg_test
 
 import (
@@ -50,7 +53,7 @@ func newStoreSide(b *testing.B, name string, persist bool, pods []fakeruntime.Po
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { s.jn.Close() })
+		b.Cleanup(func() { _ = s.jn.Close() })
 		opts.Store = s.jn
 	}
 	var err error
@@ -190,7 +193,7 @@ func BenchmarkStoreRelistThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer jn.Close()
+	defer func() { _ = jn.Close() }()
 	sides := []*side{mk("off", nil), mk("on", jn)}
 	i := 0
 	for b.Loop() {

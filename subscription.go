@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package pleg
 
 import (
@@ -12,7 +15,7 @@ import (
 )
 
 // ErrSubscriptionClosed is returned by Next once the subscription is closed.
-var ErrSubscriptionClosed = errors.New("pleg: subscription closed")
+var ErrSubscriptionClosed = errors.New("subscription closed")
 
 // podRef names a pod in events.
 type podRef struct {
@@ -124,7 +127,15 @@ func (f *fanout) publish(c *podChange, events []Event) {
 			case f.watch <- ev:
 			default:
 				f.metrics.DiscardEvents.Inc()
-				f.log.Error("Event channel is full, discard this relist() cycle event", "pod", ev.PodUID, "type", ev.Type, "containerID", ev.ContainerID)
+				f.log.Error(
+					"Event channel is full, discard this relist() cycle event",
+					"pod",
+					ev.PodUID,
+					"type",
+					ev.Type,
+					"containerID",
+					ev.ContainerID,
+				)
 			}
 		}
 	}
@@ -135,25 +146,18 @@ func (f *fanout) publish(c *podChange, events []Event) {
 	}
 }
 
-// Subscription is a lossless stream of the generator's events.
+// Subscription is a lossless stream of the generator's events, queued per
+// pod so that it never blocks the generator.
 //
-// Events are queued per pod and a subscription never blocks the generator.
-// While a subscriber keeps up, it receives every event in the order the
-// generator produced it. When it falls behind, a pod's pending events are
-// delivered together, each container's in order, the containers in the
-// order they first changed. A container's life only goes forward
-// (created, running, exited, removed), so it has at most three events to
-// tell and they all wait: a subscriber a little behind misses nothing, not
-// even a container that started, exited and was removed before it looked.
-// Two things coalesce: a container whose state went back or sideways
-// (through unknown) folds into the one transition from the state the
-// subscriber last learned to the latest, with the kubelet's table; and
-// once more than maxEndedPending containers of one pod have ended unseen,
-// the oldest of them fold away (started and removed before the subscriber
-// looked becomes nothing; running then removed becomes Died and Removed).
-// The subscriber therefore always learns each pod's latest state, events
-// of one container stay in order, and what is pending is bounded by the
-// number of pods and their containers, not by the number of events.
+// A subscriber that keeps up receives every event in order. One that falls
+// behind receives each pod's pending events together, each container's in
+// order, and misses none: a container's life only goes forward, so it has
+// at most three events to tell. Two cases coalesce into fewer events: a
+// container whose state went back or sideways (through unknown) yields the
+// kubelet's one transition from what the subscriber last learned to the
+// latest; past maxEndedPending containers of one pod ended unseen, the
+// oldest fold away (started and removed unseen becomes nothing). What is
+// pending is bounded by the number of pods and containers, not events.
 type Subscription struct {
 	fanout *fanout
 
@@ -397,8 +401,8 @@ func (p *pendingPod) events() []Event {
 }
 
 // deliverable counts the events a transition delivers.
-func deliverable(old, new state) int {
-	types, n := transitionEvents(old, new)
+func deliverable(from, to state) int {
+	types, n := transitionEvents(from, to)
 	count := 0
 	for _, t := range types[:n] {
 		if t != ContainerChanged {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package api
 
 import (
@@ -106,7 +109,15 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	return f
 }
 
-func (f *fixture) get(t *testing.T, path string, header ...string) (*http.Response, []byte) {
+// reply is what a test reads of an answer whose body get has read and closed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func replyOf(resp *http.Response) reply { return reply{resp.StatusCode, resp.Header} }
+
+func (f *fixture) get(t *testing.T, path string, header ...string) (reply, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", f.ts.URL+path, nil)
 	for i := 0; i+1 < len(header); i += 2 {
@@ -118,7 +129,7 @@ func (f *fixture) get(t *testing.T, path string, header ...string) (*http.Respon
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp, body
+	return replyOf(resp), body
 }
 
 func TestHealthz(t *testing.T) {
@@ -164,7 +175,7 @@ func TestPodsBeforeFirstRelist(t *testing.T) {
 	}
 }
 
-func assertError(t *testing.T, resp *http.Response, body []byte, code int, substr string) {
+func assertError(t *testing.T, resp reply, body []byte, code int, substr string) {
 	t.Helper()
 	var e Error
 	if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != code || !strings.Contains(e.Error, substr) {
@@ -178,7 +189,8 @@ func event(typ pleg.EventType, pod, ns, container string) pleg.Event {
 }
 
 // stream opens /v1/events and returns a reader of its lines.
-func (f *fixture) stream(t *testing.T, query string, header ...string) (*http.Response, *bufio.Reader) {
+// stream opens /v1/events; the test's cleanup closes the body.
+func (f *fixture) stream(t *testing.T, query string, header ...string) (reply, *bufio.Reader) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
@@ -191,7 +203,7 @@ func (f *fixture) stream(t *testing.T, query string, header ...string) (*http.Re
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
-	return resp, bufio.NewReader(resp.Body)
+	return replyOf(resp), bufio.NewReader(resp.Body)
 }
 
 // next reads the next event line of an NDJSON stream.
@@ -356,8 +368,8 @@ func TestClientThatNeverReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+	defer func() { _ = conn.Close() }()
+	_, _ = fmt.Fprintf(conn, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
 	for len(f.srv.streams) < 1 { // the stalled stream holds its slot
 		time.Sleep(time.Millisecond)
 	}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package api
 
 import (
@@ -87,7 +90,7 @@ func neverReads(t *testing.T, server, local, path string) net.Conn {
 		t.Fatal(err)
 	}
 	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { _ = c.Close() })
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +155,7 @@ func trickles(t testing.TB, server, path string, period time.Duration, stop <-ch
 	}
 	read := make(chan int, 1)
 	go func() {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		buf := make([]byte, 1<<10)
 		total := 0
 		tick := time.NewTicker(period)
@@ -283,7 +286,7 @@ func TestStreamsPerClient(t *testing.T) {
 	}
 	body, _ = io.ReadAll(fourth.Body)
 	fourth.Body.Close()
-	assertError(t, fourth, body, 429, "3 event streams are open, the most this server serves")
+	assertError(t, replyOf(fourth), body, 429, "3 event streams are open, the most this server serves")
 	if n := f.srv.openStreams("127.0.0.3"); n != 1 {
 		t.Errorf("a refused stream still counts for its client: %d open", n)
 	}
@@ -371,7 +374,7 @@ func TestMethodsAndHeaders(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, resp.StatusCode, body, tc.code)
 		}
 		if tc.code == 405 {
-			assertError(t, resp, body, 405, "only GET and HEAD")
+			assertError(t, replyOf(resp), body, 405, "only GET and HEAD")
 			if allow := resp.Header.Get("Allow"); allow != "GET, HEAD" {
 				t.Errorf("%s %s: Allow %q", tc.method, tc.path, allow)
 			}
@@ -440,7 +443,7 @@ func TestProbes(t *testing.T) {
 			t.Errorf("probes %s: %d, want %d", path, resp.StatusCode, code)
 		}
 		if code == 404 {
-			assertError(t, resp, body, 404, "try /healthz, /readyz, /livez, /metrics)")
+			assertError(t, replyOf(resp), body, 404, "try /healthz, /readyz, /livez, /metrics)")
 		}
 	}
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package api
 
 import (
@@ -55,7 +58,7 @@ type EventLog interface {
 	// Read returns up to max entries numbered after `after`, with a gap
 	// first if the log no longer holds some of them, and a channel closed
 	// when the log next grows.
-	Read(after uint64, max int) ([]journal.Entry, <-chan struct{})
+	Read(after uint64, limit int) ([]journal.Entry, <-chan struct{})
 }
 
 // Options configure a Server.
@@ -279,7 +282,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // daemon serves. A runtime that is down or slow is no reason to restart
 // the daemon, so the PLEG's health is not part of it.
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
-	s.answerProbes(w, r, "livez", []probe{{pleg.HealthCheck{Name: "ping", Healthy: func() (bool, error) { return true, nil }}, "live"}})
+	s.answerProbes(
+		w,
+		r,
+		"livez",
+		[]probe{{pleg.HealthCheck{Name: "ping", Healthy: func() (bool, error) { return true, nil }}, "live"}},
+	)
 }
 
 func (s *Server) healthChecks() []probe {
@@ -328,9 +336,9 @@ func (s *Server) answerProbes(w http.ResponseWriter, r *http.Request, name strin
 	}
 	if !verbose {
 		if len(errs) > 0 {
-			fmt.Fprintln(w, strings.Join(errs, "; "))
+			_, _ = fmt.Fprintln(w, strings.Join(errs, "; ")) // the client gone: nothing to do
 		} else {
-			fmt.Fprintln(w, "ok")
+			_, _ = fmt.Fprintln(w, "ok")
 		}
 		return
 	}
@@ -528,7 +536,7 @@ func parseEventQuery(r *http.Request, maxValues int) (eventQuery, error) {
 	q := eventQuery{sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return q, fmt.Errorf("query %q does not parse: %v", r.URL.RawQuery, err)
+		return q, fmt.Errorf("query %q does not parse: %w", r.URL.RawQuery, err)
 	}
 	var f Filter
 	for key, vals := range values {
@@ -597,7 +605,11 @@ func (s *Server) acquireStream(client string) (release func(), refusal string) {
 	s.clientsMu.Lock()
 	if s.clients[client] >= s.opts.MaxStreamsPerClient {
 		s.clientsMu.Unlock()
-		return nil, fmt.Sprintf("%d event streams are open from %s, the most one client may have", s.opts.MaxStreamsPerClient, client)
+		return nil, fmt.Sprintf(
+			"%d event streams are open from %s, the most one client may have",
+			s.opts.MaxStreamsPerClient,
+			client,
+		)
 	}
 	s.clients[client]++
 	s.clientsMu.Unlock()
@@ -625,7 +637,6 @@ func (s *Server) releaseClient(client string) {
 const replayBatch = 256
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	j := s.opts.Journal
 	q, err := parseEventQuery(r, s.opts.MaxFilterValues)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
@@ -638,12 +649,31 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	st := s.openStream(w, r, q, client)
+	if err := st.flush(); err != nil {
+		return
+	}
+	st.serve()
+}
 
-	cursor := j.Last() // by default, from now on
+// eventStream is one client's answer to /v1/events, as it is written.
+type eventStream struct {
+	s      *Server
+	r      *http.Request
+	q      eventQuery
+	client string
+	rc     *http.ResponseController
+	bw     *bufio.Writer
+	cursor uint64 // the last event read from the journal
+}
+
+// openStream writes the answer's headers; the events follow from the
+// query's since, else from now on.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request, q eventQuery, client string) *eventStream {
+	cursor := s.opts.Journal.Last()
 	if q.hasSince {
 		cursor = q.since
 	}
-	rc := http.NewResponseController(w)
 	if q.sse {
 		w.Header().Set("Content-Type", "text/event-stream")
 	} else {
@@ -651,72 +681,106 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
-	flush := func() error {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		return rc.Flush()
+	return &eventStream{
+		s: s, r: r, q: q, client: client, cursor: cursor,
+		rc: http.NewResponseController(w), bw: bufio.NewWriter(w),
 	}
-	if err := flush(); err != nil {
-		return
+}
+
+// flush sends what is buffered, within the server's write timeout.
+func (st *eventStream) flush() error {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
+	if err := st.bw.Flush(); err != nil {
+		return err
 	}
-	keepAlive := time.NewTicker(s.opts.KeepAlive)
+	return st.rc.Flush()
+}
+
+// serve replays the journal from the cursor, then sends each event as it
+// is written, until the client goes, the server closes or the stream has
+// been idle for StreamIdleTimeout.
+func (st *eventStream) serve() {
+	opts := &st.s.opts
+	keepAlive := time.NewTicker(opts.KeepAlive)
 	defer keepAlive.Stop()
-	idle := time.NewTimer(s.opts.StreamIdleTimeout)
+	idle := time.NewTimer(opts.StreamIdleTimeout)
 	defer idle.Stop()
 	for {
-		entries, grew := j.Read(cursor, replayBatch)
-		sent := false
-		for _, e := range entries {
-			cursor = e.Seq
-			ev := NewEntry(e)
-			if q.Match(&ev) {
-				if err := writeEvent(bw, &ev, q.sse); err != nil {
-					return
-				}
-				sent = true
-			}
-		}
-		if sent {
-			idle.Reset(s.opts.StreamIdleTimeout)
-		}
+		entries, grew := opts.Journal.Read(st.cursor, replayBatch)
 		if len(entries) > 0 {
-			if err := flush(); err != nil {
-				s.opts.Logger.Debug("Event stream client gone or too slow", "client", client, "err", err)
+			sent, err := st.send(entries)
+			if err != nil {
 				return
 			}
-			// A long backlog is replayed batch by batch: a shutdown
-			// or a client gone ends it between two.
-			select {
-			case <-r.Context().Done():
+			if sent {
+				idle.Reset(opts.StreamIdleTimeout)
+			}
+			// A long backlog is replayed batch by batch: a shutdown or a
+			// client gone ends it between two.
+			if st.ending() {
 				return
-			case <-s.closing:
-				return
-			default:
 			}
 			continue
 		}
-		select {
-		case <-grew:
-		case <-keepAlive.C:
-			if q.sse {
-				_, _ = bw.WriteString(": keep-alive\n\n")
-			} else {
-				_, _ = bw.WriteString("\n")
-			}
-			if err := flush(); err != nil {
-				return
-			}
-		case <-idle.C:
-			s.opts.Logger.Debug("Event stream idle for too long, ended", "client", client, "idle", s.opts.StreamIdleTimeout)
-			return
-		case <-r.Context().Done():
-			return
-		case <-s.closing:
+		if !st.wait(grew, keepAlive.C, idle.C) {
 			return
 		}
+	}
+}
+
+// send writes the entries the query matches and flushes them; it tells
+// whether any matched.
+func (st *eventStream) send(entries []journal.Entry) (sent bool, err error) {
+	for _, e := range entries {
+		st.cursor = e.Seq
+		ev := NewEntry(e)
+		if st.q.Match(&ev) {
+			if err := writeEvent(st.bw, &ev, st.q.sse); err != nil {
+				return sent, err
+			}
+			sent = true
+		}
+	}
+	if err := st.flush(); err != nil {
+		st.s.opts.Logger.Debug("Event stream client gone or too slow", "client", st.client, "err", err)
+		return sent, err
+	}
+	return sent, nil
+}
+
+// ending tells whether the client has gone or the server is closing.
+func (st *eventStream) ending() bool {
+	select {
+	case <-st.r.Context().Done():
+		return true
+	case <-st.s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the journal to grow, sending a keep-alive when it is
+// due; it tells whether the stream goes on.
+func (st *eventStream) wait(grew <-chan struct{}, keepAlive <-chan time.Time, idle <-chan time.Time) bool {
+	select {
+	case <-grew:
+		return true
+	case <-keepAlive:
+		if st.q.sse {
+			_, _ = st.bw.WriteString(": keep-alive\n\n")
+		} else {
+			_, _ = st.bw.WriteString("\n")
+		}
+		return st.flush() == nil
+	case <-idle:
+		st.s.opts.Logger.Debug("Event stream idle for too long, ended",
+			"client", st.client, "idle", st.s.opts.StreamIdleTimeout)
+		return false
+	case <-st.r.Context().Done():
+		return false
+	case <-st.s.closing:
+		return false
 	}
 }
 
@@ -728,8 +792,8 @@ func writeEvent(w *bufio.Writer, ev *Event, sse bool) error {
 	if sse {
 		// No "event:" field: the type is in the data, and unnamed events
 		// reach an EventSource's onmessage.
-		fmt.Fprintf(w, "id: %d\ndata: %s\n\n", ev.Seq, data)
-		return nil
+		_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", ev.Seq, data)
+		return err
 	}
 	data = append(data, '\n')
 	_, err = w.Write(data)

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package api is the daemon's HTTP API: health, metrics, the pod cache
 // as JSON, and a resumable stream of events.
 //
@@ -221,7 +224,7 @@ func WritePodList(w io.Writer, entries map[string]podcache.Entry, global time.Ti
 		g = &t
 	}
 	gt, _ := json.Marshal(g)
-	fmt.Fprintf(bw, "{\n  \"globalTimestamp\": %s,\n  \"pods\": ", gt)
+	_, _ = fmt.Fprintf(bw, "{\n  \"globalTimestamp\": %s,\n  \"pods\": ", gt) // bw keeps the error: Flush returns it
 	if len(pods) == 0 {
 		bw.WriteString("[]\n}\n")
 		return bw.Flush()

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package daemon
 
 import (
@@ -44,7 +47,7 @@ func BenchmarkDaemonRSS10kPods(b *testing.B) {
 		b.Fatal(err)
 	}
 	addr := lis.Addr().String()
-	lis.Close()
+	_ = lis.Close()
 	daemon := start("run", "-r", "unix://"+sock, "--listen", addr, "--state-dir", "")
 
 	base := "http://" + addr
@@ -150,7 +153,7 @@ func BenchmarkIdleCPU100Pods(b *testing.B) {
 				b.Fatal(err)
 			}
 			addr := lis.Addr().String()
-			lis.Close()
+			_ = lis.Close()
 			daemon := start("run", "-r", "unix://"+sock, "--listen", addr, "--mode", mode.mode, "--evented-relist-period", mode.period,
 				"--state-dir", "")
 			deadline := time.Now().Add(time.Minute)
@@ -207,7 +210,7 @@ func BenchmarkProbeWithEveryConnectionHeld(b *testing.B) {
 			go func() { ran <- d.Run(ctx) }()
 			defer func() {
 				cancel()
-				<-ran
+				<-ran //nolint:errcheck // waits for the goroutine; its error is the cancellation's
 			}()
 			addr := d.MetricsAddr()
 			done := make(chan struct{})
@@ -262,10 +265,10 @@ func holdOne(addr string, silent bool, done <-chan struct{}) {
 		}()
 		select {
 		case <-done:
-			c.Close()
+			_ = c.Close()
 			return
 		case <-closed:
-			c.Close()
+			_ = c.Close()
 		}
 	}
 }

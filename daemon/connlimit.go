@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package daemon
 
 import (
@@ -44,9 +47,9 @@ type connLimiter struct {
 	close   sync.Once
 }
 
-func newConnLimiter(lis net.Listener, max int, evicted func()) *connLimiter {
+func newConnLimiter(lis net.Listener, limit int, evicted func()) *connLimiter {
 	return &connLimiter{
-		Listener: lis, max: max, evicted: evicted,
+		Listener: lis, max: limit, evicted: evicted,
 		conns:   make(map[*limitedConn]struct{}),
 		changed: make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -97,7 +100,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		case <-timer.C:
 		case <-l.done:
 			timer.Stop()
-			c.Close()
+			_ = c.Close() // refused while the listener closes
 			return nil, net.ErrClosed
 		}
 		timer.Stop()

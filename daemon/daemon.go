@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package daemon assembles the node daemon that `pleg run` runs: a
 // generator over a runtime, its pod cache and metrics, the journal it
 // commits its events to (on disk with a state directory) and the HTTP API,
@@ -107,17 +110,9 @@ type Daemon struct {
 // a port in use or a bad web config fails here, before anything runs.
 func New(cfg Config) (*Daemon, error) {
 	if cfg.Runtime == nil {
-		return nil, errors.New("daemon: no runtime")
+		return nil, errors.New("no runtime")
 	}
-	if cfg.Listen == "" {
-		cfg.Listen = DefaultListen
-	}
-	if cfg.EventBuffer == 0 {
-		cfg.EventBuffer = DefaultEventBuffer
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	if err := web.Validate(cfg.WebConfigFile); err != nil {
 		return nil, fmt.Errorf("web config %s: %w", cfg.WebConfigFile, err)
 	}
@@ -142,68 +137,99 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	cache := podcache.New()
+	d := &Daemon{cfg: cfg, Registry: reg, Journal: jn, Cache: podcache.New(), build: build}
+	if err := d.assemble(ops); err != nil {
+		return nil, errors.Join(err, jn.Close())
+	}
+	if err := d.listen(conns); err != nil {
+		return nil, errors.Join(err, jn.Close())
+	}
+	return d, nil
+}
+
+// withDefaults fills in what the configuration leaves out.
+func (cfg Config) withDefaults() Config {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.EventBuffer == 0 {
+		cfg.EventBuffer = DefaultEventBuffer
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// assemble creates the generator over the instrumented runtime, the
+// reporter into Kubernetes if asked, and the API server.
+func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
+	cfg := d.cfg
 	opts := cfg.Generator
-	opts.Cache, opts.Store, opts.Registerer, opts.Logger = cache, jn, reg, cfg.Logger
+	opts.Cache, opts.Store, opts.Registerer, opts.Logger = d.Cache, d.Journal, d.Registry, cfg.Logger
 	gen, err := pleg.New(runtime.Instrument(cfg.Runtime, ops), opts)
 	if err != nil {
-		jn.Close()
-		return nil, err
+		return err
 	}
-	kube, err := newKubeReporter(cfg, gen, reg)
+	kube, err := newKubeReporter(cfg, gen, d.Registry)
 	if err != nil {
-		jn.Close()
-		return nil, err
+		return err
 	}
-	d := &Daemon{
-		cfg: cfg, Gen: gen, Cache: cache, Registry: reg, Journal: jn, kube: kube, build: build,
-		API: api.NewServer(api.Options{
-			Checks: []pleg.HealthCheck{gen.HealthCheck()},
-			Ready: func() (bool, error) {
-				// The global time is set once a relist has written
-				// every pod: before, /v1/pods shows part of the node.
-				if cache.GlobalTime().IsZero() {
-					return false, errors.New("the first relist is not written to the cache yet")
-				}
-				return true, nil
-			},
-			Mode: func() (string, string) {
-				st := gen.Status()
-				return string(st.InForce()), st.String()
-			},
-			Details:             details(cfg.Runtime, jn),
-			Cache:               cache,
-			Journal:             jn,
-			Gatherer:            reg,
-			MaxStreams:          cfg.MaxStreams,
-			MaxStreamsPerClient: cfg.MaxStreamsPerClient,
-			StreamIdleTimeout:   cfg.StreamIdleTimeout,
-			Profiling:           cfg.Profiling,
-			Logger:              cfg.Logger,
-		}),
-	}
+	d.Gen, d.kube = gen, kube
+	cache := d.Cache
+	d.API = api.NewServer(api.Options{
+		Checks: []pleg.HealthCheck{gen.HealthCheck()},
+		Ready: func() (bool, error) {
+			// The global time is set once a relist has written every
+			// pod: before, /v1/pods shows part of the node.
+			if cache.GlobalTime().IsZero() {
+				return false, errors.New("the first relist is not written to the cache yet")
+			}
+			return true, nil
+		},
+		Mode: func() (string, string) {
+			st := gen.Status()
+			return string(st.InForce()), st.String()
+		},
+		Details:             details(cfg.Runtime, d.Journal),
+		Cache:               cache,
+		Journal:             d.Journal,
+		Gatherer:            d.Registry,
+		MaxStreams:          cfg.MaxStreams,
+		MaxStreamsPerClient: cfg.MaxStreamsPerClient,
+		StreamIdleTimeout:   cfg.StreamIdleTimeout,
+		Profiling:           cfg.Profiling,
+		Logger:              cfg.Logger,
+	})
+	return nil
+}
+
+// listen opens the API's listener and the metrics' if asked, and warns
+// when the API faces the network unprotected.
+func (d *Daemon) listen(conns connMetrics) error {
+	cfg := d.cfg
 	limits := cfg.Limits.withDefaults()
 	lis, err := Listen(cfg.Listen, cfg.ListenGroup)
 	if err != nil {
-		jn.Close()
-		return nil, err
+		return err
 	}
 	d.servers = append(d.servers, newServer("api", lis, d.API, limits, conns, cfg.Logger))
 	if cfg.MetricsListen != "" {
 		mlis, err := Listen(cfg.MetricsListen, cfg.ListenGroup)
 		if err != nil {
-			lis.Close()
-			jn.Close()
-			return nil, err
+			_ = lis.Close() // never served: nothing to lose
+			return err
 		}
 		d.servers = append(d.servers, newServer("metrics", mlis, d.API.Probes(), limits, conns, cfg.Logger))
 	}
 	if !loopback(lis) && cfg.WebConfigFile == "" {
-		cfg.Logger.Warn("The API faces the network without TLS or authentication: whoever reaches it reads every pod's name, IPs, images and exit messages, and the event stream; "+
-			"serve it on loopback or a unix socket, with only /metrics and the probes on --metrics-listen, or give a web config file",
+		cfg.Logger.Warn("The API faces the network without TLS or authentication: "+
+			"whoever reaches it reads every pod's name, IPs, images and exit messages, and the event stream; "+
+			"serve it on loopback or a unix socket, with only /metrics and the probes on --metrics-listen, "+
+			"or give a web config file",
 			"addr", d.servers[0].addr)
 	}
-	return d, nil
+	return nil
 }
 
 // details are the lines /healthz?verbose and /readyz?verbose tell after

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package daemon
 
 import (
@@ -163,7 +166,7 @@ func TestListenErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lis.Close()
+	defer func() { _ = lis.Close() }()
 	// A port in use fails at New, before anything runs.
 	_, err = New(Config{Runtime: fakeruntime.New(), Listen: lis.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package daemon
 
 import (
@@ -164,7 +167,7 @@ func TestIdleConnectionsAreBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Close() })
+		t.Cleanup(func() { _ = c.Close() })
 		// One request on a keep-alive connection, then nothing: the
 		// connection stays open until the server closes it.
 		if _, err := fmt.Fprintf(c, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
@@ -395,7 +398,7 @@ func holdConnections(t *testing.T, l listenerUnderTest, n int) {
 		if err != nil {
 			t.Fatalf("%s: connection %d: %v", l.name, i, err)
 		}
-		t.Cleanup(func() { c.Close() })
+		t.Cleanup(func() { _ = c.Close() })
 		switch i % 3 {
 		case 0:
 			// A keep-alive connection past its one request: the answer
@@ -575,7 +578,7 @@ func TestStreamsPerUserOnTheSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		stdin.Close()
+		_ = stdin.Close()
 		_ = cmd.Wait()
 	})
 	said, err := bufio.NewReader(stdout).ReadString('\n')

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy holds the deployment files: a DaemonSet and its
 // NetworkPolicy, a systemd unit, a Dockerfile and Prometheus rules. Its
 // test checks that they parse and say what the daemon needs.

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package deploy
 
 import (
@@ -135,7 +138,7 @@ func dockerignore(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var patterns []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

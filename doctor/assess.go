@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package doctor
 
 import (
@@ -89,12 +92,14 @@ func (a *assessment) unreachable() {
 		Evidence: []string{
 			"endpoint " + a.r.Endpoint,
 			a.r.Runtime.Error,
-			"the kubelet's relist fails the same way: PLEG turns unhealthy once the last good relist is older than " + a.threshold().String(),
+			"the kubelet's relist fails the same way: PLEG turns unhealthy once the last good relist is older than " +
+				a.threshold().String(),
 		},
 		Action: "Check that the runtime runs and listens there: systemctl status containerd (or crio); " +
 			"journalctl -u containerd --since -30m; crictl --runtime-endpoint " + a.r.Endpoint + " version. " +
 			"Compare the endpoint with the kubelet's --container-runtime-endpoint. " +
-			"A runtime that accepts the connection but never answers is hung: take a goroutine dump (kill -USR1 on containerd) before restarting it.",
+			"A runtime that accepts the connection but never answers is hung: take a goroutine dump (kill -USR1 on " +
+			"containerd) before restarting it.",
 	})
 }
 
@@ -124,7 +129,8 @@ func (a *assessment) runtimeConditions() {
 			a.add(Finding{
 				ID: "network-not-ready", Severity: Critical, Title: "The runtime reports the pod network not ready",
 				Evidence: append(ev, "the node is NotReady for this, not for PLEG"),
-				Action:   "Check the CNI plugin: its pods on this node, its configuration in /etc/cni/net.d, its binaries in /opt/cni/bin.",
+				Action: "Check the CNI plugin: its pods on this node, its configuration in /etc/cni/net.d, its binaries in " +
+					"/opt/cni/bin.",
 			})
 		}
 	}
@@ -134,12 +140,29 @@ func (a *assessment) lists() {
 	for _, l := range a.r.Lists {
 		name := rpcName(l.Operation)
 		share := float64(l.Bytes) / float64(l.LimitBytes)
-		sizeEv := fmt.Sprintf("%s answers %s for %d items: %.1f%% of the kubelet's %s limit", name, format.Bytes(l.Bytes), l.Items, 100*share, format.Bytes(l.LimitBytes))
+		sizeEv := fmt.Sprintf(
+			"%s answers %s for %d items: %.1f%% of the kubelet's %s limit",
+			name,
+			format.Bytes(l.Bytes),
+			l.Items,
+			100*share,
+			format.Bytes(l.LimitBytes),
+		)
 		if l.Items == 0 && l.Bytes > 0 {
-			sizeEv = fmt.Sprintf("%s answers %s: %.1f%% of the kubelet's %s limit", name, format.Bytes(l.Bytes), 100*share, format.Bytes(l.LimitBytes))
+			sizeEv = fmt.Sprintf(
+				"%s answers %s: %.1f%% of the kubelet's %s limit",
+				name,
+				format.Bytes(l.Bytes),
+				100*share,
+				format.Bytes(l.LimitBytes),
+			)
 		}
-		action := "Remove what the list carries that is dead: exited containers (crictl rm $(crictl ps -a -q --state exited)) and not-ready sandboxes (crictl rmp $(crictl pods -q --state notready)); then find why they pile up (see the dead containers finding). " +
-			"The kubelet's client cannot take more than 16 MiB; a runtime and kubelet with the streaming lists (CRIListStreaming) do not have the limit, and pleg run reads up to its --max-list-size (24 MiB by default) and streams where it can."
+		action := "Remove what the list carries that is dead: exited containers (crictl rm $(crictl ps -a -q --state " +
+			"exited)) and not-ready sandboxes (crictl rmp $(crictl pods -q --state notready)); then find why they pile up " +
+			"(see the dead containers finding). " +
+			"The kubelet's client cannot take more than 16 MiB; a runtime and kubelet with the streaming lists " +
+			"(CRIListStreaming) do not have the limit, and pleg run reads up to its --max-list-size (24 MiB by default) and " +
+			"streams where it can."
 		switch {
 		case l.Bytes > l.LimitBytes:
 			a.add(Finding{
@@ -151,10 +174,16 @@ func (a *assessment) lists() {
 			continue
 		case l.Error != "":
 			a.add(Finding{
-				ID: "list-failed", Severity: Critical, Operation: l.Operation,
-				Title:    fmt.Sprintf("%s fails", name),
-				Evidence: []string{l.Error, "the kubelet's relist fails with it, every time: PLEG turns unhealthy after " + a.threshold().String()},
-				Action:   "Read the runtime's logs at the time of the failure; a list that hangs points at a runtime lock held by a stuck operation (take a goroutine dump: kill -USR1 on containerd).",
+				ID:        "list-failed",
+				Severity:  Critical,
+				Operation: l.Operation,
+				Title:     fmt.Sprintf("%s fails", name),
+				Evidence: []string{
+					l.Error,
+					"the kubelet's relist fails with it, every time: PLEG turns unhealthy after " + a.threshold().String(),
+				},
+				Action: "Read the runtime's logs at the time of the failure; a list that hangs points at a runtime lock held " +
+					"by a stuck operation (take a goroutine dump: kill -USR1 on containerd).",
 			})
 			continue
 		case share >= listNearLimit:
@@ -168,9 +197,10 @@ func (a *assessment) lists() {
 		if op := a.operation(l.Operation); op != nil && op.Errors+op.Timeouts > 0 {
 			a.add(Finding{
 				ID: "list-flaky", Severity: Warning, Operation: l.Operation,
-				Title:    fmt.Sprintf("%s fails now and then", name),
-				Evidence: []string{fmt.Sprintf("%d of %d calls failed", op.Errors+op.Timeouts, op.Calls), "each failure aborts a kubelet relist; consecutive ones age its health"},
-				Action:   "Read the runtime's logs at the time of the failures.",
+				Title: fmt.Sprintf("%s fails now and then", name),
+				Evidence: []string{fmt.Sprintf("%d of %d calls failed", op.Errors+op.Timeouts, op.Calls), "each failure aborts a " +
+					"kubelet relist; consecutive ones age its health"},
+				Action: "Read the runtime's logs at the time of the failures.",
 			})
 		}
 	}
@@ -226,13 +256,21 @@ func (a *assessment) hungPods() map[string]bool {
 			ID: "hung-pod", Severity: Critical, Pod: &pod, Operation: c.op,
 			Title: fmt.Sprintf("Pod %s does not answer: %s got no answer within %v", pod, what, timeout),
 			Evidence: []string{
-				fmt.Sprintf("the kubelet waits %v (--runtime-request-timeout) for it in every relist that inspects the pod, and inspects it again in every relist while it fails",
+				fmt.Sprintf("the kubelet waits %v (--runtime-request-timeout) for it in every relist that inspects the pod, and "+
+					"inspects it again in every relist while it fails",
 					a.requestTimeout()),
-				fmt.Sprintf("so every relist takes at least %v (%v for each such pod, %s), against the %v threshold",
-					time.Duration(len(pods))*a.requestTimeout(), a.requestTimeout(), plural(len(pods), "pod here", "pods here"), a.threshold()),
+				fmt.Sprintf(
+					"so every relist takes at least %v (%v for each such pod, %s), against the %v threshold",
+					time.Duration(len(pods))*a.requestTimeout(),
+					a.requestTimeout(),
+					plural(len(pods), "pod here", "pods here"),
+					a.threshold(),
+				),
 			},
-			Action: "Find what blocks it: " + crictl + " hangs the same way; look for its shim (ps -ef | grep containerd-shim), processes in D state (ps -eo pid,stat,cmd | awk '$2 ~ /D/'), " +
-				"hung-task and I/O errors in dmesg, an unreachable network volume. Force-deleting the pod or restarting the runtime frees the kubelet's relist; " +
+			Action: "Find what blocks it: " + crictl + " hangs the same way; look for its shim (ps -ef | grep " +
+				"containerd-shim), processes in D state (ps -eo pid,stat,cmd | awk '$2 ~ /D/'), " +
+				"hung-task and I/O errors in dmesg, an unreachable network volume. Force-deleting the pod or restarting the " +
+				"runtime frees the kubelet's relist; " +
 				"pleg inspects pods in parallel with a per-pod deadline, so one such pod does not stall it.",
 		})
 	}
@@ -278,10 +316,16 @@ func (a *assessment) slowPods(hung map[string]bool) map[string]bool {
 			ID: "slow-pod", Severity: Warning, Pod: &pod, Operation: c.op,
 			Title: fmt.Sprintf("Pod %s is slow to inspect: %s takes %s", pod, what, format.Duration(c.took)),
 			Evidence: []string{
-				fmt.Sprintf("its inspection takes %s over %d calls; the median pod's takes %s", format.Duration(p.measured()), len(p.calls), format.Duration(median)),
+				fmt.Sprintf(
+					"its inspection takes %s over %d calls; the median pod's takes %s",
+					format.Duration(p.measured()),
+					len(p.calls),
+					format.Duration(median),
+				),
 				"every kubelet relist in which the pod changed waits for it, and so does every other pod behind it",
 			},
-			Action: "Time " + inspect + " and look at what that container does to its runtime: a busy or stuck shim, a huge log, a slow volume. " +
+			Action: "Time " + inspect + " and look at what that container does to its runtime: a busy or stuck shim, a huge " +
+				"log, a slow volume. " +
 				"Restarting the pod usually clears it; pleg inspects it beside the others instead of before them.",
 		})
 	}
@@ -308,18 +352,39 @@ func (a *assessment) relist(hung map[string]bool) {
 		}
 	}
 	ev := []string{
-		fmt.Sprintf("listing %d sandboxes and %d containers takes %s", a.listItems(runtime.OpListPodSandbox), a.listItems(runtime.OpListContainers), format.Duration(format.Seconds(a.p50(runtime.OpListPodSandbox))+format.Seconds(a.p50(runtime.OpListContainers)))),
+		fmt.Sprintf(
+			"listing %d sandboxes and %d containers takes %s",
+			a.listItems(runtime.OpListPodSandbox),
+			a.listItems(runtime.OpListContainers),
+			format.Duration(format.Seconds(a.p50(runtime.OpListPodSandbox))+format.Seconds(a.p50(runtime.OpListContainers))),
+		),
 	}
 	period, alert := format.Seconds(p.PeriodSeconds), format.Seconds(p.AlertSeconds)
 	switch {
 	case steady > a.threshold():
-		a.add(Finding{ID: "relist-over-threshold", Severity: Critical,
-			Title:    fmt.Sprintf("A kubelet relist takes %s even when nothing changes, past the %v threshold", format.Duration(steady), a.threshold()),
-			Evidence: ev, Action: slowRuntimeAction})
+		a.add(Finding{
+			ID:       "relist-over-threshold",
+			Severity: Critical,
+			Title: fmt.Sprintf(
+				"A kubelet relist takes %s even when nothing changes, past the %v threshold",
+				format.Duration(steady),
+				a.threshold(),
+			),
+			Evidence: ev,
+			Action:   slowRuntimeAction,
+		})
 	case steady >= alert:
-		a.add(Finding{ID: "relist-slow", Severity: Warning,
-			Title:    fmt.Sprintf("A kubelet relist takes %s even when nothing changes: KubeletPlegDurationHigh fires at %v", format.Duration(steady), alert),
-			Evidence: ev, Action: slowRuntimeAction})
+		a.add(Finding{
+			ID:       "relist-slow",
+			Severity: Warning,
+			Title: fmt.Sprintf(
+				"A kubelet relist takes %s even when nothing changes: KubeletPlegDurationHigh fires at %v",
+				format.Duration(steady),
+				alert,
+			),
+			Evidence: ev,
+			Action:   slowRuntimeAction,
+		})
 	case steady > period:
 		a.add(Finding{ID: "relist-slow", Severity: Warning,
 			Title:    fmt.Sprintf("A kubelet relist takes %s, longer than its %v period", format.Duration(steady), period),
@@ -327,7 +392,8 @@ func (a *assessment) relist(hung map[string]bool) {
 	}
 }
 
-const slowRuntimeAction = "Look at the runtime's load: its CPU (top -p $(pidof containerd)), the disk under /var/lib/containerd (iostat -x 1), " +
+const slowRuntimeAction = "Look at the runtime's load: its CPU (top -p $(pidof containerd)), the disk under " +
+	"/var/lib/containerd (iostat -x 1), " +
 	"its logs for slow or failing operations; and at what the lists carry (exited containers, not-ready sandboxes). " +
 	"Evented mode (pleg --mode auto) relists far less often."
 
@@ -360,7 +426,8 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 			byOp[c.op] = append(byOp[c.op], c.took)
 		}
 	}
-	for _, op := range []string{opListPodSandboxByPod, runtime.OpPodSandboxStatus, opListContainersByPod, runtime.OpContainerStatus} {
+	ops := []string{opListPodSandboxByPod, runtime.OpPodSandboxStatus, opListContainersByPod, runtime.OpContainerStatus}
+	for _, op := range ops {
 		took := byOp[op]
 		if len(took) == 0 {
 			continue
@@ -374,7 +441,13 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 			ID: "slow-operation", Severity: Warning, Operation: op,
 			Title: fmt.Sprintf("%s is slow across pods: p99 %s", rpcName(op), format.Duration(p99)),
 			Evidence: []string{
-				fmt.Sprintf("p50 %s, p99 %s, max %s over %d calls outside the pods named above", format.Duration(p50), format.Duration(p99), format.Duration(took[len(took)-1]), len(took)),
+				fmt.Sprintf(
+					"p50 %s, p99 %s, max %s over %d calls outside the pods named above",
+					format.Duration(p50),
+					format.Duration(p99),
+					format.Duration(took[len(took)-1]),
+					len(took),
+				),
 				"an idle containerd answers in about a millisecond",
 			},
 			Action: slowRuntimeAction,
@@ -383,10 +456,19 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 	for _, op := range []string{runtime.OpListPodSandbox, runtime.OpListContainers} {
 		if o := a.operation(op); o != nil && format.Seconds(o.P50Seconds) >= slowList {
 			a.add(Finding{
-				ID: "slow-operation", Severity: Warning, Operation: op,
-				Title:    fmt.Sprintf("%s is slow: p50 %s", rpcName(op), format.Duration(format.Seconds(o.P50Seconds))),
-				Evidence: []string{fmt.Sprintf("p50 %s, p99 %s over %d calls; the kubelet makes it every relist", format.Duration(format.Seconds(o.P50Seconds)), format.Duration(format.Seconds(o.P99Seconds)), o.Calls)},
-				Action:   slowRuntimeAction,
+				ID:        "slow-operation",
+				Severity:  Warning,
+				Operation: op,
+				Title:     fmt.Sprintf("%s is slow: p50 %s", rpcName(op), format.Duration(format.Seconds(o.P50Seconds))),
+				Evidence: []string{
+					fmt.Sprintf(
+						"p50 %s, p99 %s over %d calls; the kubelet makes it every relist",
+						format.Duration(format.Seconds(o.P50Seconds)),
+						format.Duration(format.Seconds(o.P99Seconds)),
+						o.Calls,
+					),
+				},
+				Action: slowRuntimeAction,
 			})
 		}
 	}
@@ -408,18 +490,27 @@ func (a *assessment) tooManyPods(hung map[string]bool) {
 	}
 	ev := []string{
 		fmt.Sprintf("%d pods, %s each on average, one after the other", p.Pods, format.Duration(worst/time.Duration(p.Pods))),
-		fmt.Sprintf("pleg, inspecting %d at a time with a %v deadline per pod: %s", p.PlegConcurrency, format.Seconds(p.PlegInspectTimeoutSeconds), format.Duration(format.Seconds(p.PlegWorstSeconds))),
+		fmt.Sprintf(
+			"pleg, inspecting %d at a time with a %v deadline per pod: %s",
+			p.PlegConcurrency,
+			format.Seconds(p.PlegInspectTimeoutSeconds),
+			format.Duration(format.Seconds(p.PlegWorstSeconds)),
+		),
 	}
 	f := Finding{
 		ID: "too-many-pods", Severity: Info,
 		Title:    fmt.Sprintf("A kubelet relist in which every pod changed would take %s", format.Duration(worst)),
 		Evidence: ev,
-		Action: "Fewer pods per node (the kubelet's --max-pods), a faster runtime, or fewer calls per pod: every container, exited ones included, costs a status call. " +
+		Action: "Fewer pods per node (the kubelet's --max-pods), a faster runtime, or fewer calls per pod: every " +
+			"container, exited ones included, costs a status call. " +
 			"pleg inspects pods in parallel.",
 	}
 	if worst > a.threshold() {
 		f.Severity = Warning
-		f.Title += fmt.Sprintf(", past the %v threshold: the node goes NotReady after a kubelet or runtime restart", a.threshold())
+		f.Title += fmt.Sprintf(
+			", past the %v threshold: the node goes NotReady after a kubelet or runtime restart",
+			a.threshold(),
+		)
 	}
 	a.add(f)
 }
@@ -430,12 +521,25 @@ func (a *assessment) deadContainers() {
 		return
 	}
 	ev := []string{
-		fmt.Sprintf("%d exited containers beside %d running; %d of them more than the kubelet's collector keeps (one per container name)", w.ContainersExited, w.ContainersRunning, w.BeyondCollection),
+		fmt.Sprintf(
+			"%d exited containers beside %d running; "+
+				"%d of them more than the kubelet's collector keeps (one per container name)",
+			w.ContainersExited,
+			w.ContainersRunning,
+			w.BeyondCollection,
+		),
 	}
 	if total := w.ContainersRunning + w.ContainersExited + w.ContainersCreated + w.ContainersUnknown; total > 0 {
 		for _, l := range a.r.Lists {
 			if l.Operation == runtime.OpListContainers && l.Bytes > 0 {
-				ev = append(ev, fmt.Sprintf("they make about %s of the %s ListContainers answer the kubelet reads every second", format.Bytes(l.Bytes*w.ContainersExited/total), format.Bytes(l.Bytes)))
+				ev = append(
+					ev,
+					fmt.Sprintf(
+						"they make about %s of the %s ListContainers answer the kubelet reads every second",
+						format.Bytes(l.Bytes*w.ContainersExited/total),
+						format.Bytes(l.Bytes),
+					),
+				)
 			}
 		}
 	}
@@ -450,7 +554,8 @@ func (a *assessment) deadContainers() {
 		ID: "dead-containers", Severity: Info,
 		Title:    fmt.Sprintf("%d exited containers are kept", w.ContainersExited),
 		Evidence: ev,
-		Action: "Find why the kubelet's garbage collection does not remove them (its logs, --maximum-dead-containers-per-container) and which pods crash-loop (crictl ps -a --state exited); " +
+		Action: "Find why the kubelet's garbage collection does not remove them (its logs, " +
+			"--maximum-dead-containers-per-container) and which pods crash-loop (crictl ps -a --state exited); " +
 			"remove them with crictl rm $(crictl ps -a -q --state exited).",
 	}
 	if w.ContainersExited >= deadContainers {
@@ -476,9 +581,11 @@ func (a *assessment) failingPods() {
 	}
 	a.add(Finding{
 		ID: "inspection-errors", Severity: Warning,
-		Title:    fmt.Sprintf("The inspection of %d pods fails", len(failing)),
-		Evidence: append(failing[:min(len(failing), podsNamed)], "the kubelet caches the error and inspects such pods again in every relist"),
-		Action:   "Read the runtime's logs about those pods; crictl inspectp and crictl inspect on their sandboxes and containers show the same errors.",
+		Title: fmt.Sprintf("The inspection of %d pods fails", len(failing)),
+		Evidence: append(failing[:min(len(failing), podsNamed)], "the kubelet caches the error and inspects such pods "+
+			"again in every relist"),
+		Action: "Read the runtime's logs about those pods; crictl inspectp and crictl inspect on their sandboxes and " +
+			"containers show the same errors.",
 	})
 }
 
@@ -507,7 +614,8 @@ func (a *assessment) support() {
 			ID: "no-event-stream", Severity: Info, Operation: "get_container_events",
 			Title:    "The runtime has no container event stream",
 			Evidence: []string{"GetContainerEvents: " + s.ContainerEvents.Detail},
-			Action:   "Evented mode is not available: pleg relists every second, as the kubelet does. containerd 2.x has the stream; CRI-O needs enable_pod_events = true.",
+			Action: "Evented mode is not available: pleg relists every second, as the kubelet does. containerd 2.x has the " +
+				"stream; CRI-O needs enable_pod_events = true.",
 		})
 	}
 	if s.ContainerEvents.Availability == Supported && s.PodRemovalEvents.Availability == Unsupported {
@@ -525,10 +633,15 @@ func (a *assessment) support() {
 	}
 	if large && (s.StreamContainers.Availability == Unsupported || s.StreamPodSandboxes.Availability == Unsupported) {
 		a.add(Finding{
-			ID: "no-streaming-lists", Severity: Info, Operation: opStreamContainers,
-			Title:    "The runtime has no streaming lists",
-			Evidence: []string{"StreamContainers: " + s.StreamContainers.Detail, "StreamPodSandboxes: " + s.StreamPodSandboxes.Detail},
-			Action:   "Large lists must fit one message; runtimes with CRIListStreaming send them in parts.",
+			ID:        "no-streaming-lists",
+			Severity:  Info,
+			Operation: opStreamContainers,
+			Title:     "The runtime has no streaming lists",
+			Evidence: []string{
+				"StreamContainers: " + s.StreamContainers.Detail,
+				"StreamPodSandboxes: " + s.StreamPodSandboxes.Detail,
+			},
+			Action: "Large lists must fit one message; runtimes with CRIListStreaming send them in parts.",
 		})
 	}
 }
@@ -550,13 +663,17 @@ func (a *assessment) daemon() {
 	case !d.Healthy:
 		ev := []string{d.URL + "/healthz: " + d.Health}
 		if d.RelistRunningSeconds > 0 {
-			ev = append(ev, fmt.Sprintf("a relist has been running for %s", format.Duration(format.Seconds(d.RelistRunningSeconds))))
+			ev = append(
+				ev,
+				fmt.Sprintf("a relist has been running for %s", format.Duration(format.Seconds(d.RelistRunningSeconds))),
+			)
 		}
 		a.add(Finding{
 			ID: "daemon-unhealthy", Severity: Critical,
 			Title:    "The pleg daemon reports itself unhealthy",
 			Evidence: ev,
-			Action:   "The findings above say why; its logs (journalctl -u pleg or kubectl logs) name the pods it could not inspect.",
+			Action: "The findings above say why; its logs (journalctl -u pleg or kubectl logs) name the pods it could not " +
+				"inspect.",
 		})
 	case d.Error != "":
 		a.add(Finding{
@@ -568,10 +685,21 @@ func (a *assessment) daemon() {
 	}
 	if alert := format.Seconds(a.r.Projection.AlertSeconds); format.Seconds(d.RelistP99Seconds) >= alert {
 		a.add(Finding{
-			ID: "daemon-relist-slow", Severity: Warning,
-			Title:    fmt.Sprintf("The pleg daemon's relists take %s at p99", format.Duration(format.Seconds(d.RelistP99Seconds))),
-			Evidence: []string{fmt.Sprintf("%d relists, p50 %s, p99 %s, estimated from kubelet_pleg_relist_duration_seconds", d.Relists, format.Duration(format.Seconds(d.RelistP50Seconds)), format.Duration(format.Seconds(d.RelistP99Seconds)))},
-			Action:   slowRuntimeAction,
+			ID:       "daemon-relist-slow",
+			Severity: Warning,
+			Title: fmt.Sprintf(
+				"The pleg daemon's relists take %s at p99",
+				format.Duration(format.Seconds(d.RelistP99Seconds)),
+			),
+			Evidence: []string{
+				fmt.Sprintf(
+					"%d relists, p50 %s, p99 %s, estimated from kubelet_pleg_relist_duration_seconds",
+					d.Relists,
+					format.Duration(format.Seconds(d.RelistP50Seconds)),
+					format.Duration(format.Seconds(d.RelistP99Seconds)),
+				),
+			},
+			Action: slowRuntimeAction,
 		})
 	}
 }

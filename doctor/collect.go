@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package doctor
 
 import (
@@ -40,8 +43,16 @@ const (
 
 // operationOrder is the order operations are reported in: a relist's.
 var operationOrder = []string{
-	runtime.OpVersion, runtime.OpStatus, runtime.OpListPodSandbox, runtime.OpListContainers, opStreamPodSandboxes, opStreamContainers,
-	opListPodSandboxByPod, runtime.OpPodSandboxStatus, opListContainersByPod, runtime.OpContainerStatus,
+	runtime.OpVersion,
+	runtime.OpStatus,
+	runtime.OpListPodSandbox,
+	runtime.OpListContainers,
+	opStreamPodSandboxes,
+	opStreamContainers,
+	opListPodSandboxByPod,
+	runtime.OpPodSandboxStatus,
+	opListContainersByPod,
+	runtime.OpContainerStatus,
 }
 
 // call is one timed CRI call.
@@ -279,7 +290,10 @@ func (d *diagnosis) identify(ctx context.Context) bool {
 		return true
 	}
 	for _, cond := range s.GetStatus().GetConditions() {
-		rt.Conditions = append(rt.Conditions, Condition{Type: cond.GetType(), Status: cond.GetStatus(), Reason: cond.GetReason(), Message: cond.GetMessage()})
+		rt.Conditions = append(
+			rt.Conditions,
+			Condition{Type: cond.GetType(), Status: cond.GetStatus(), Reason: cond.GetReason(), Message: cond.GetMessage()},
+		)
 	}
 	return true
 }
@@ -378,14 +392,24 @@ func (d *diagnosis) probeStreams(ctx context.Context) ([]*runtimeapi.PodSandbox,
 		sandboxes  []*runtimeapi.PodSandbox
 		containers []*runtimeapi.Container
 	)
-	okS := d.probeStream(ctx, opStreamPodSandboxes, &d.rep.Support.StreamPodSandboxes, func(ctx context.Context) (n int, err error) {
-		sandboxes, err = cri.StreamPodSandboxes(ctx, d.client)
-		return len(sandboxes), err
-	})
-	okC := d.probeStream(ctx, opStreamContainers, &d.rep.Support.StreamContainers, func(ctx context.Context) (n int, err error) {
-		containers, err = cri.StreamContainers(ctx, d.client)
-		return len(containers), err
-	})
+	okS := d.probeStream(
+		ctx,
+		opStreamPodSandboxes,
+		&d.rep.Support.StreamPodSandboxes,
+		func(ctx context.Context) (n int, err error) {
+			sandboxes, err = cri.StreamPodSandboxes(ctx, d.client)
+			return len(sandboxes), err
+		},
+	)
+	okC := d.probeStream(
+		ctx,
+		opStreamContainers,
+		&d.rep.Support.StreamContainers,
+		func(ctx context.Context) (n int, err error) {
+			containers, err = cri.StreamContainers(ctx, d.client)
+			return len(containers), err
+		},
+	)
 	return sandboxes, containers, okS && okC
 }
 
@@ -532,7 +556,10 @@ func countWorkload(pods []*podItems, sandboxes []*runtimeapi.PodSandbox, contain
 			exited = append(exited, PodCount{Pod: p.ref, Count: n})
 		}
 	}
-	slices.SortFunc(exited, func(a, b PodCount) int { return cmp.Or(cmp.Compare(b.Count, a.Count), comparePods(a.Pod, b.Pod)) })
+	slices.SortFunc(
+		exited,
+		func(a, b PodCount) int { return cmp.Or(cmp.Compare(b.Count, a.Count), comparePods(a.Pod, b.Pod)) },
+	)
 	w.MostExited = append(w.MostExited, exited[:min(len(exited), mostExitedShown)]...)
 	return w
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package doctor
 
 import (
@@ -31,7 +34,7 @@ func fakeDaemon(t *testing.T, healthCode int, health string, prepare func(m *met
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(healthCode)
-		w.Write([]byte(health + "\n"))
+		_, _ = w.Write([]byte(health + "\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := httptest.NewServer(mux)
@@ -109,8 +112,8 @@ func TestReadDaemon(t *testing.T) {
 
 	t.Run("garbage metrics", func(t *testing.T) {
 		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("{not metrics}\n")) })
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{not metrics}\n")) })
 		srv := httptest.NewServer(mux)
 		defer srv.Close()
 		if d := read(srv.URL); !strings.Contains(d.Error, "parsing /metrics") {

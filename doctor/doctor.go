@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package doctor diagnoses why a node's pod lifecycle event generator is,
 // or may become, unhealthy: the diagnosis an operator does by hand when a
 // node goes NotReady with "PLEG is not healthy", in one call.
@@ -134,17 +137,29 @@ func (o Options) withDefaults() (Options, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"budget", o.Budget}, {"call timeout", o.CallTimeout}, {"relist period", o.RelistPeriod}, {"relist threshold", o.RelistThreshold}, {"runtime request timeout", o.RuntimeRequestTimeout}, {"pleg inspect timeout", o.PlegInspectTimeout}} {
+	}{
+		{"budget", o.Budget},
+		{"call timeout", o.CallTimeout},
+		{"relist period", o.RelistPeriod},
+		{"relist threshold", o.RelistThreshold},
+		{"runtime request timeout", o.RuntimeRequestTimeout},
+		{"pleg inspect timeout", o.PlegInspectTimeout},
+	} {
 		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("doctor: %s %v must be positive", d.name, d.v))
+			errs = append(errs, fmt.Errorf("%s %v must be positive", d.name, d.v))
 		}
 	}
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"sample", o.Sample}, {"concurrency", o.Concurrency}, {"list samples", o.ListSamples}, {"pleg concurrency", o.PlegConcurrency}} {
+	}{
+		{"sample", o.Sample},
+		{"concurrency", o.Concurrency},
+		{"list samples", o.ListSamples},
+		{"pleg concurrency", o.PlegConcurrency},
+	} {
 		if n.v < 0 {
-			errs = append(errs, fmt.Errorf("doctor: %s %d must not be negative", n.name, n.v))
+			errs = append(errs, fmt.Errorf("%s %d must not be negative", n.name, n.v))
 		}
 	}
 	return o, errors.Join(errs...)

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package doctor
 
 import (
@@ -146,12 +149,20 @@ func slowestContainers(pods []*podResult) []ContainerTiming {
 	for _, p := range pods {
 		for _, c := range p.calls {
 			if c.op == runtime.OpContainerStatus {
-				all = append(all, ContainerTiming{Pod: p.pod, ID: c.id, Name: c.target, Seconds: seconds(c.took), Hung: c.hung, Error: c.describe()})
+				all = append(
+					all,
+					ContainerTiming{Pod: p.pod, ID: c.id, Name: c.target, Seconds: seconds(c.took), Hung: c.hung, Error: c.describe()},
+				)
 			}
 		}
 	}
 	slices.SortFunc(all, func(a, b ContainerTiming) int {
-		return cmp.Or(cmp.Compare(b.Seconds, a.Seconds), comparePods(a.Pod, b.Pod), cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(
+			cmp.Compare(b.Seconds, a.Seconds),
+			comparePods(a.Pod, b.Pod),
+			cmp.Compare(a.Name, b.Name),
+			cmp.Compare(a.ID, b.ID),
+		)
 	})
 	return append([]ContainerTiming{}, all[:min(len(all), slowestShown)]...)
 }

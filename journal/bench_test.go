@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package journal
 
 import (
@@ -27,7 +30,7 @@ func BenchmarkCommit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer j.Close()
+			defer func() { _ = j.Close() }()
 			events := []pleg.Event{event(0)}
 			pods := []pleg.PodReport{report("pod-0", "c-0", "c-1", "c-2")}
 			for b.Loop() {
@@ -55,7 +58,9 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
 		j, err := Open(o)
 		if err != nil {
@@ -64,6 +69,8 @@ func BenchmarkOpen(b *testing.B) {
 		if s := j.Status(); s.Events != DefaultMaxEvents {
 			b.Fatalf("opened with %d events, want %d", s.Events, DefaultMaxEvents)
 		}
-		j.Close()
+		if err := j.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

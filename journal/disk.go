@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package journal
 
 import (
@@ -47,7 +50,7 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close() // only a lock: nothing written
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%s is in use by another pleg", dir)
 		}
@@ -93,7 +96,7 @@ func readHead(dir string) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var b [headSize]byte
 	if _, err := f.ReadAt(b[:], 0); err != nil {
 		return 0, false
@@ -121,7 +124,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	return d.Sync()
 }
 
@@ -148,7 +151,7 @@ func setAside(dir, stamp, reason string) (string, error) {
 	}
 	if old, err := os.ReadDir(base); err == nil && len(old) > keepSetAside {
 		for _, e := range old[:len(old)-keepSetAside] { // ReadDir sorts by name, so by time
-			os.RemoveAll(filepath.Join(base, e.Name()))
+			_ = os.RemoveAll(filepath.Join(base, e.Name())) // old set-aside copies: best effort, tried again next time
 		}
 	}
 	return to, syncDir(dir)

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package journal keeps what a generator reported: its events, numbered,
 // for clients to resume from, and what it last reported of every
 // container, for a generator started again to carry on from. It is the
@@ -11,7 +14,7 @@
 // down loses at most what was written since the last sync, and readers
 // are told what may be lost as a gap. A store that cannot be trusted is
 // set aside and a new one starts, with a gap; a directory that cannot be
-// written leaves the journal in memory, said loudly. Without a directory
+// written leaves the journal in memory, with an error in the log. Without a directory
 // the journal is in memory only.
 package journal
 
@@ -20,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -169,7 +171,13 @@ func Open(opts Options) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{opts: opts, log: opts.Logger, metrics: m, pods: make(map[string]pleg.PodReport), grew: make(chan struct{})}
+	j := &Journal{
+		opts:    opts,
+		log:     opts.Logger,
+		metrics: m,
+		pods:    make(map[string]pleg.PodReport),
+		grew:    make(chan struct{}),
+	}
 	if opts.Dir == "" {
 		j.startFresh(j.nowSeq())
 		j.recovery = "in memory"
@@ -271,12 +279,12 @@ func (j *Journal) degrade(err error) {
 		"dir", j.opts.Dir, "err", err)
 }
 
-// Read returns up to max entries numbered after `after`, oldest first, and
+// Read returns up to limit entries numbered after `after`, oldest first, and
 // a channel closed when the journal next grows. after 0 asks for all the
 // journal holds. A reader whose number the journal no longer holds, or one
 // ahead of it (from a store set aside, or a journal in memory restarted),
 // gets a gap first.
-func (j *Journal) Read(after uint64, max int) ([]Entry, <-chan struct{}) {
+func (j *Journal) Read(after uint64, limit int) ([]Entry, <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []Entry
@@ -291,7 +299,7 @@ func (j *Journal) Read(after uint64, max int) ([]Entry, <-chan struct{}) {
 		out = append(out, Entry{Seq: floor, Gap: true, From: after + 1, To: floor})
 		after = floor
 	}
-	return append(out, j.ring.after(after, max-len(out))...), j.grew
+	return append(out, j.ring.after(after, limit-len(out))...), j.grew
 }
 
 // Last returns the number of the latest entry.
@@ -325,7 +333,12 @@ func (s Status) String() string {
 	case s.Persistent:
 		return fmt.Sprintf("journal: %s (%s at start), %s", s.Dir, s.Recovery, held)
 	default:
-		return fmt.Sprintf("journal: DEGRADED to memory, a restart will lose what it holds: %v; %s at start; %s", s.Degraded, s.Recovery, held)
+		return fmt.Sprintf(
+			"journal: DEGRADED to memory, a restart will lose what it holds: %v; %s at start; %s",
+			s.Degraded,
+			s.Recovery,
+			held,
+		)
 	}
 }
 
@@ -354,7 +367,7 @@ func (j *Journal) Close() error {
 	}
 	j.closed = true
 	if j.head != nil {
-		j.head.Close()
+		_ = j.head.Close() // best effort: the disk failed already
 	}
 	if j.w == nil {
 		return nil
@@ -417,5 +430,3 @@ func (j *Journal) updateGauges() {
 
 // stamp names a set-aside store.
 func (j *Journal) stamp() string { return j.opts.Clock.Now().UTC().Format("20060102T150405Z") }
-
-func (j *Journal) dirPath(name string) string { return filepath.Join(j.opts.Dir, name) }

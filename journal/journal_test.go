@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package journal
 
 import (
@@ -47,7 +50,7 @@ func (e *env) open() *Journal {
 	if err != nil {
 		e.t.Fatalf("Open: %v", err)
 	}
-	e.t.Cleanup(func() { j.Close() })
+	e.t.Cleanup(func() { _ = j.Close() })
 	return j
 }
 
@@ -132,14 +135,6 @@ func describe(entries []Entry) string {
 	return strings.Join(parts, " ")
 }
 
-func seqs(entries []Entry) []uint64 {
-	var out []uint64
-	for _, e := range entries {
-		out = append(out, e.Seq)
-	}
-	return out
-}
-
 func TestMemoryJournalReads(t *testing.T) {
 	clock := testingclock.NewFakeClock(testNow)
 	j, err := Open(Options{MaxEvents: 4, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
@@ -203,7 +198,9 @@ func TestCleanRestart(t *testing.T) {
 	}
 	commit(t, j, 0, 5)
 	before := readAll(j, 0)
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	e.boot = "boot-2" // a clean stop survives a reboot too
 	j = e.open()
@@ -258,7 +255,9 @@ func TestKilledRestart(t *testing.T) {
 			if got := j.Last(); got != last+1 {
 				t.Errorf("numbering went on at %d, want %d", got, last+1)
 			}
-			j.Close()
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			// The torn tail was cut: the store reads clean.
 			if j = e.open(); e.outcome(j) != OutcomeClean {
 				t.Errorf("third open: %s, want clean", e.outcome(j))
@@ -296,7 +295,9 @@ func TestCrashRestart(t *testing.T) {
 		t.Errorf("numbering went on at %d, inside the gap", j.Last())
 	}
 	// The gap is kept: the next run still tells it.
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	j = e.open()
 	if got, _ := j.Read(last-1, 10); len(got) != 2 || !got[0].Gap || got[1].Event.ContainerID != "c-5" {
 		t.Errorf("after another restart, from %d: %s; want the gap, then c-5", last-1, describe(got))
@@ -318,7 +319,9 @@ func TestTruncatedStore(t *testing.T) {
 			j := e.open()
 			commit(t, j, 0, 6)
 			last := j.Last()
-			j.Close()
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			seg := e.segments()[len(e.segments())-1]
 			tc.cut(t, seg, recordOffsets(t, seg))
 			j = e.open()
@@ -363,7 +366,9 @@ func TestUntrustedStoreIsSetAside(t *testing.T) {
 			j := e.open()
 			commit(t, j, 0, 8)
 			last := j.Last()
-			j.Close()
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if len(e.segments()) < 2 {
 				t.Fatalf("want several segments, have %d", len(e.segments()))
 			}
@@ -390,7 +395,9 @@ func TestUntrustedStoreIsSetAside(t *testing.T) {
 				t.Errorf("%d stores set aside, want 1", len(aside))
 			}
 			commit(t, j, 8, 1)
-			j.Close()
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if j = e.open(); e.outcome(j) != OutcomeClean {
 				t.Errorf("the new store reopens %s, want clean", e.outcome(j))
 			}
@@ -409,7 +416,9 @@ func TestRetentionDeletesSegments(t *testing.T) {
 		t.Errorf("%d segments for 10 events kept, want a few", n)
 	}
 	want := describe(readAll(j, 0))
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	j = e.open()
 	if got := describe(readAll(j, 0)); got != want {
 		t.Errorf("after restart:\n got  %s\n want %s", got, want)
@@ -482,7 +491,7 @@ func appendTo(t *testing.T, path string, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if _, err := f.Write(b); err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package journal
 
 import (
@@ -28,11 +31,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pleg_journal_degraded",
-			Help: "1 while the journal has a state directory but keeps events in memory only, because it cannot use the directory; a restart then loses them.",
+			Help: "1 while the journal has a state directory but keeps events in memory only, because it cannot use the " +
+				"directory; a restart then loses them.",
 		}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pleg_journal_recoveries_total",
-			Help: "What the journal found in its state directory at start: new, clean, killed, crashed (readers told of a gap), truncated (gap), corrupt or newer_version (store set aside, gap), unusable (in memory).",
+			Help: "What the journal found in its state directory at start: new, clean, killed, crashed (readers told of a " +
+				"gap), truncated (gap), corrupt or newer_version (store set aside, gap), unusable (in memory).",
 		}, []string{"outcome"}),
 		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pleg_journal_commit_duration_seconds",
@@ -40,7 +45,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 8),
 		}),
 	}
-	for _, o := range []string{OutcomeNew, OutcomeClean, OutcomeKilled, OutcomeCrashed, OutcomeTruncated, OutcomeCorrupt, OutcomeNewer, OutcomeUnusable} {
+	for _, o := range []string{
+		OutcomeNew, OutcomeClean, OutcomeKilled, OutcomeCrashed,
+		OutcomeTruncated, OutcomeCorrupt, OutcomeNewer, OutcomeUnusable,
+	} {
 		m.recoveries.WithLabelValues(o)
 	}
 	if reg == nil {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package journal
 
 import (
@@ -43,7 +46,9 @@ func TestReadOnlyDirectory(t *testing.T) {
 	j := e.open()
 	commit(t, j, 0, 4)
 	last := j.Last()
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	mount(t, e.dir, e.dir, "", syscall.MS_BIND, "")
 	if err := syscall.Mount("", e.dir, "", syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_RDONLY, ""); err != nil {
 		t.Fatalf("remount %s read-only: %v", e.dir, err)
@@ -98,7 +103,9 @@ func TestDiskFull(t *testing.T) {
 	if got := readAll(j, 0); len(got) != n+10 {
 		t.Errorf("readers get %d events, want all %d", len(got), n+10)
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	e.boot = "boot-1"
 	j = e.open()

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package journal
 
 import (
@@ -36,7 +39,7 @@ func (j *Journal) open() {
 		return
 	case err != nil:
 		if lock != nil {
-			lock.Close()
+			_ = lock.Close() // only a lock: nothing written
 		}
 		j.inMemory(nil, nil, err)
 		return
@@ -45,7 +48,7 @@ func (j *Journal) open() {
 		return
 	}
 	if err := rs.dropTornTail(dir); err != nil {
-		lock.Close()
+		_ = lock.Close()
 		j.inMemory(rs, gap, err)
 		return
 	}
@@ -110,7 +113,7 @@ func (rs *recovered) dropTornTail(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := f.Truncate(rs.tornAt); err != nil {
 		return err
 	}
@@ -150,7 +153,8 @@ func (j *Journal) recovered(outcome string, rs *recovered, gap *Entry) {
 	}
 	switch {
 	case gap != nil:
-		j.log.Warn("The journal goes on from its directory, but events numbered in the gap may be lost; readers resuming across it are told",
+		j.log.Warn("The journal goes on from its directory, but events numbered in the gap may be lost; readers resuming "+
+			"across it are told",
 			append(args, "gapFrom", gap.From, "gapTo", gap.To)...)
 	case outcome == OutcomeNew:
 		j.log.Info("The journal starts a new store", args...)
@@ -177,7 +181,7 @@ func (j *Journal) setAside(lock *os.File, dmg *damage) {
 	gap.Seq = gap.To
 	to, err := setAside(j.opts.Dir, j.stamp(), reason)
 	if err != nil {
-		lock.Close()
+		_ = lock.Close()
 		j.inMemory(nil, nil, errors.Join(dmg, err))
 		return
 	}

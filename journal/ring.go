@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package journal
 
 import (
@@ -85,11 +88,11 @@ func (r *ring) dropOldest() {
 	r.n--
 }
 
-// after returns up to max entries numbered above seq, oldest first.
-func (r *ring) after(seq uint64, max int) []Entry {
+// after returns up to limit entries numbered above seq, oldest first.
+func (r *ring) after(seq uint64, limit int) []Entry {
 	i := sort.Search(r.n, func(i int) bool { return r.at(i).Seq > seq })
-	out := make([]Entry, 0, min(max, r.n-i))
-	for ; i < r.n && len(out) < max; i++ {
+	out := make([]Entry, 0, min(limit, r.n-i))
+	for ; i < r.n && len(out) < limit; i++ {
 		out = append(out, r.at(i).Entry)
 	}
 	return out

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package journal
 
 import (
@@ -69,7 +72,13 @@ func (j *Journal) startWriter(lock *os.File, segments []segment, reserved uint64
 
 // checkpoint is the journal as it stands, for the start of a segment.
 func (j *Journal) checkpoint(reserved uint64) *checkpoint {
-	c := &checkpoint{origin: j.origin, next: j.next, reserved: reserved, created: j.created, pods: make([]pleg.PodReport, 0, len(j.pods))}
+	c := &checkpoint{
+		origin:   j.origin,
+		next:     j.next,
+		reserved: reserved,
+		created:  j.created,
+		pods:     make([]pleg.PodReport, 0, len(j.pods)),
+	}
 	for _, p := range j.pods {
 		c.pods = append(c.pods, p)
 	}
@@ -88,19 +97,19 @@ func (w *writer) startSegment(num uint64, c *checkpoint, more []byte) error {
 	base := int64(len(buf))
 	buf = append(buf, more...)
 	if _, err := f.Write(buf); err != nil {
-		f.Close()
+		_ = f.Close() // the write failed: that error is the one to tell
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := syncDir(w.dir); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if w.seg != nil {
-		w.seg.Close()
+		_ = w.seg.Close() // rotate synced it; a close makes nothing durable
 	}
 	w.seg, w.dirty = f, false
 	w.segments = append(w.segments, segment{name: name, size: int64(len(buf)), base: base})
@@ -205,7 +214,7 @@ func (w *writer) closeCleanly(last uint64) error {
 func (w *writer) close() {
 	for _, f := range []*os.File{w.seg, w.head, w.lock} {
 		if f != nil {
-			f.Close()
+			_ = f.Close() // a close makes nothing durable: Sync does, checked where it matters
 		}
 	}
 }

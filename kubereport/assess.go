@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package kubereport
 
 import (
@@ -102,7 +105,10 @@ func assess(st pleg.Status, sizes runtime.ListSizes, now time.Time, grace time.D
 		if st.LastRelist.IsZero() {
 			return verdict{}, false
 		}
-		return verdict{reason: ReasonHealthy, message: "relisting keeps within its threshold and every pod's status calls answer"}, true
+		return verdict{
+			reason:  ReasonHealthy,
+			message: "relisting keeps within its threshold and every pod's status calls answer",
+		}, true
 	}
 	v = verdict{degraded: true, reason: causes[0].reason, message: causes[0].message}
 	if len(causes) > 1 {
@@ -120,9 +126,15 @@ func listFailure(err error, since time.Time) cause {
 	at := stamp(since)
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded:
-		return cause{ReasonRuntimeUnreachable, fmt.Sprintf("the container runtime does not answer since %s: %s", at, oneLine(err))}
+		return cause{
+			ReasonRuntimeUnreachable,
+			fmt.Sprintf("the container runtime does not answer since %s: %s", at, oneLine(err)),
+		}
 	case codes.ResourceExhausted:
-		return cause{ReasonListTooLarge, fmt.Sprintf("the runtime's list answer is larger than the client accepts since %s: %s", at, oneLine(err))}
+		return cause{
+			ReasonListTooLarge,
+			fmt.Sprintf("the runtime's list answer is larger than the client accepts since %s: %s", at, oneLine(err)),
+		}
 	}
 	return cause{ReasonRelistFailing, fmt.Sprintf("the runtime's lists fail since %s: %s", at, oneLine(err))}
 }
@@ -152,9 +164,15 @@ func relistAge(st pleg.Status, now time.Time) (cause, bool) {
 	}
 	switch {
 	case age >= st.RelistThreshold:
-		return cause{ReasonRelistOverThreshold, fmt.Sprintf("%s%s, past the %v threshold: the kubelet's PLEG is unhealthy", last, running, st.RelistThreshold)}, true
+		return cause{
+			ReasonRelistOverThreshold,
+			fmt.Sprintf("%s%s, past the %v threshold: the kubelet's PLEG is unhealthy", last, running, st.RelistThreshold),
+		}, true
 	case age >= st.RelistThreshold/2:
-		return cause{ReasonRelistNearThreshold, fmt.Sprintf("%s%s, over half the %v threshold", last, running, st.RelistThreshold)}, true
+		return cause{
+			ReasonRelistNearThreshold,
+			fmt.Sprintf("%s%s, over half the %v threshold", last, running, st.RelistThreshold),
+		}, true
 	}
 	return cause{}, false
 }
@@ -196,7 +214,8 @@ func listSize(s runtime.ListSizes) (cause, bool) {
 	if float64(size) < nearLimit*float64(limit) {
 		return cause{}, false
 	}
-	return cause{ReasonListNearSizeLimit, fmt.Sprintf("the %s answer is %s, %d%% of %s %s limit; past it every relist fails",
+	return cause{ReasonListNearSizeLimit, fmt.Sprintf("the %s answer is %s, %d%% of %s %s limit; past it every relist "+
+		"fails",
 		op, mib(size), 100*size/limit, whose, mib(limit))}, true
 }
 

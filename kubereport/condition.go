@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package kubereport
 
 import (
@@ -227,7 +230,11 @@ func (w *conditionWriter) store(c *corev1.NodeCondition) {
 // returns the condition sent and the node as the API server answered.
 // The kubelet's conditions are left alone: a strategic merge patch merges
 // conditions by type.
-func (w *conditionWriter) patch(ctx context.Context, v verdict, since, now time.Time) (corev1.NodeCondition, *corev1.Node, error) {
+func (w *conditionWriter) patch(
+	ctx context.Context,
+	v verdict,
+	since, now time.Time,
+) (corev1.NodeCondition, *corev1.Node, error) {
 	cond := corev1.NodeCondition{
 		Type:               ConditionType,
 		Status:             v.status(),
@@ -243,7 +250,14 @@ func (w *conditionWriter) patch(ctx context.Context, v verdict, since, now time.
 	if err != nil {
 		return cond, nil, err
 	}
-	node, err := w.nodes.Patch(ctx, w.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	node, err := w.nodes.Patch(
+		ctx,
+		w.name,
+		types.StrategicMergePatchType,
+		patch,
+		metav1.PatchOptions{FieldManager: fieldManager},
+		"status",
+	)
 	return cond, node, err
 }
 

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package kubereport
 
 import (
@@ -23,7 +26,8 @@ type conditionGauge struct {
 
 func newConditionGauge() *conditionGauge {
 	return &conditionGauge{desc: prometheus.NewDesc("pleg_node_condition",
-		"1, labelled with the status and reason of the "+string(ConditionType)+" node condition pleg last wrote to the Kubernetes API (True: a problem, named by the reason).",
+		"1, labelled with the status and reason of the "+string(ConditionType)+" node condition pleg last wrote to the "+
+			"Kubernetes API (True: a problem, named by the reason).",
 		[]string{"condition", "status", "reason"}, nil)}
 }
 

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package kubereport
 
 import (
@@ -123,8 +126,14 @@ func (n *notices) stream(out []event, st pleg.Status) []event {
 	switch {
 	case n.seen && n.prev.StreamConnected && !st.StreamConnected:
 		n.streamLost = true
-		out = append(out, event{regarding: n.node, warning: true, reason: ReasonEventStreamLost, action: actionWatch,
-			note: "the runtime's container event stream ended (" + oneLine(st.StreamError) + "); pleg relists alone until it is back"})
+		out = append(out, event{
+			regarding: n.node,
+			warning:   true,
+			reason:    ReasonEventStreamLost,
+			action:    actionWatch,
+			note: "the runtime's container event stream ended (" + oneLine(st.StreamError) +
+				"); pleg relists alone until it is back",
+		})
 	case n.streamLost && st.StreamConnected:
 		n.streamLost = false
 		out = append(out, event{regarding: n.node, reason: ReasonEventStreamRestored, action: actionWatch,
@@ -144,20 +153,28 @@ func (n *notices) failingPods(out []event, st pleg.Status, now time.Time) []even
 		if f.Name == "" || f.Namespace == "" {
 			continue // no object to write about
 		}
-		ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: f.Namespace, Name: f.Name, UID: types.UID(f.UID)}
+		ref := &corev1.ObjectReference{
+			APIVersion: "v1",
+			Kind:       "Pod",
+			Namespace:  f.Namespace,
+			Name:       f.Name,
+			UID:        types.UID(f.UID),
+		}
 		hung := isHung(f)
 		switch {
 		case hung && !told.hung:
 			told.hung = true
 			out = append(out, event{regarding: ref, warning: true, reason: ReasonPodStatusHung, action: actionInspect,
-				note: fmt.Sprintf("the container runtime's status calls for this pod do not answer within pleg's inspection deadline (since %s): %s; its pod lifecycle events wait, and the kubelet waits for each such call in every relist",
+				note: fmt.Sprintf("the container runtime's status calls for this pod do not answer within pleg's inspection "+
+					"deadline (since %s): %s; its pod lifecycle events wait, and the kubelet waits for each such call in every relist",
 					stamp(f.Since), oneLine(f.Err))})
 		case !hung && !told.failing && !told.hung && now.Sub(f.Since) >= n.grace:
 			// (A pod told hung whose next try fails otherwise, as a call
 			// released from its hang, is the same problem.)
 			told.failing = true
 			out = append(out, event{regarding: ref, warning: true, reason: ReasonPodInspectionFailing, action: actionInspect,
-				note: fmt.Sprintf("the container runtime fails to report this pod's status since %s: %s; its pod lifecycle events wait",
+				note: fmt.Sprintf("the container runtime fails to report this pod's status since %s: %s; its pod lifecycle "+
+					"events wait",
 					stamp(f.Since), oneLine(f.Err))})
 		}
 		n.pods[f.UID] = told

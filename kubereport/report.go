@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubereport reports what a generator sees into the Kubernetes
 // API, as node-problem-detector does for the problems it finds: a node
 // condition of pleg's own (ConditionType) that turns on, naming the cause,
@@ -237,7 +240,9 @@ func New(src Source, cfg Config) (*Reporter, error) {
 		cfg: cfg,
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pleg_kube_reports_total",
-			Help: "Writes of pleg's node condition and events to the Kubernetes API, by result: written, retried (failed, to be tried again) or dropped (refused, given up, superseded before it could be written, or over the pod event rate).",
+			Help: "Writes of pleg's node condition and events to the Kubernetes API, by result: written, retried (failed, to " +
+				"be tried again) or dropped (refused, given up, superseded before it could be written, or over the pod event " +
+				"rate).",
 		}, []string{"result"}),
 		written: newConditionGauge(),
 		notices: newNotices(cfg.NodeName, cfg.Grace),

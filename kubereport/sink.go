@@ -1,7 +1,11 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package kubereport
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	eventsv1 "k8s.io/api/events/v1"
@@ -78,11 +82,13 @@ func (s *countingSink) done(e *eventsv1.Event, err error) {
 		return
 	}
 	final := false
-	switch err.(type) {
-	case *restclient.RequestConstructionError:
+	var badRequest *restclient.RequestConstructionError
+	var status *apierrors.StatusError
+	switch {
+	case errors.As(err, &badRequest):
 		final = true
-	case *apierrors.StatusError:
-		final = !(apierrors.IsAlreadyExists(err) && e.Series != nil)
+	case errors.As(err, &status):
+		final = !apierrors.IsAlreadyExists(err) || e.Series == nil
 	}
 	if !final {
 		s.tries[e.Name]++

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package kubereport
 
 import (
@@ -273,11 +276,11 @@ func TestTheHeartbeatAfterAChangeIsDrawn(t *testing.T) {
 func TestARestartDrawsTheHeartbeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		last := metav1.NewTime(time.Now().Add(-time.Minute))
-		api, src, _ := healthyNode()
+		_, src, _ := healthyNode()
 		healthy := corev1.NodeCondition{Type: ConditionType, Status: corev1.ConditionFalse, Reason: ReasonHealthy,
 			Message:           "relisting keeps within its threshold and every pod's status calls answer",
 			LastHeartbeatTime: last, LastTransitionTime: last}
-		api = newAPIServer(node1(healthy))
+		api := newAPIServer(node1(healthy))
 		w := recordWrites(api)
 		startWith(t, src, Config{NodeName: "node-1", Client: api, Rand: func() float64 { return 0.5 }})
 		for range 10 * 60 {

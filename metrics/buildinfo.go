@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package metrics
 
 import (
@@ -32,7 +35,8 @@ type BuildInfo struct {
 func NewBuildInfo(reg prometheus.Registerer, b Build) (*BuildInfo, error) {
 	bi := &BuildInfo{
 		desc: prometheus.NewDesc("pleg_build_info",
-			"1, labelled with pleg's version, revision and Go version, and the name and version of the runtime it watches (empty until the runtime answered its Version call).",
+			"1, labelled with pleg's version, revision and Go version, and the name and version of the runtime it watches "+
+				"(empty until the runtime answered its Version call).",
 			[]string{"version", "revision", "goversion", "runtime", "runtime_version"}, nil),
 		current: b,
 	}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics defines the Prometheus collectors of the generator.
 //
 // Metrics the kubelet also exports keep the kubelet's names, types, help
@@ -70,69 +73,96 @@ type PLEG struct {
 // leaves them unregistered, which is what tests and embedders without
 // Prometheus want; registering a second generator on the same reg fails.
 func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
-	m := &PLEG{
-		RelistDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "kubelet_pleg_relist_duration_seconds",
-			Help:    "Duration in seconds for relisting pods in PLEG.",
-			Buckets: prometheus.DefBuckets,
-		}),
-		RelistInterval: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "kubelet_pleg_relist_interval_seconds",
-			Help:    "Interval in seconds between relisting in PLEG.",
-			Buckets: prometheus.DefBuckets,
-		}),
-		DiscardEvents: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubelet_pleg_discard_events",
-			Help: "The number of discard events in PLEG.",
-		}),
-		LastSeen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kubelet_pleg_last_seen_seconds",
-			Help: "Timestamp in seconds when PLEG was last seen active.",
-		}),
-		PodRelistDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "kubelet_pleg_pod_relist_duration_seconds",
-			Help:    "Duration in seconds for relisting a single pod in PLEG.",
-			Buckets: prometheus.DefBuckets,
-		}),
-		RunningPods: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kubelet_running_pods",
-			Help: "Number of pods that have a running pod sandbox",
-		}),
-		RunningContainers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelet_running_containers",
-			Help: "Number of containers currently running",
-		}, []string{"container_state"}),
-
-		RelistInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pleg_relist_in_flight",
-			Help: "1 while a global relist is running, else 0. With pleg_relist_started_timestamp_seconds it shows a relist that hangs, which kubelet_pleg_relist_duration_seconds only records once it returns.",
-		}),
-		RelistStarted: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pleg_relist_started_timestamp_seconds",
-			Help: "Unix time at which the running or the last global relist started.",
-		}),
-		InspectionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "pleg_pod_inspection_duration_seconds",
-			Help:    "Duration in seconds of inspecting one pod: the status calls for its sandboxes and containers.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
-		}),
-		InspectionFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pleg_pod_inspection_failures_total",
-			Help: "Pod inspections that failed, by reason: deadline (the per-pod inspection deadline passed) or error. A failed pod is inspected again at the next relist.",
-		}, []string{"reason"}),
-		CoalescedEvents: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pleg_coalesced_events_total",
-			Help: "Events a lagging subscriber did not receive separately because a later event of the same container superseded them.",
-		}),
-		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pleg_events_total",
-			Help: "Pod lifecycle events the generator produced, by type, before any subscriber's coalescing.",
-		}, []string{"type"}),
-		InvalidItems: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pleg_invalid_runtime_items_total",
-			Help: "Malformed items in the runtime's lists, counted once per item and reason.",
-		}, []string{"reason"}),
+	m := &PLEG{}
+	m.newKubeletCollectors()
+	m.newPLEGCollectors()
+	m.newEventedCollectors()
+	m.initLabels()
+	if reg == nil {
+		return m, nil
 	}
+	var errs []error
+	for _, c := range m.collectors() {
+		errs = append(errs, reg.Register(c))
+	}
+	return m, errors.Join(errs...)
+}
+
+// newKubeletCollectors creates the metrics the kubelet's PLEG exports, with
+// its names, help texts and buckets.
+func (m *PLEG) newKubeletCollectors() {
+	m.RelistDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kubelet_pleg_relist_duration_seconds",
+		Help:    "Duration in seconds for relisting pods in PLEG.",
+		Buckets: prometheus.DefBuckets,
+	})
+	m.RelistInterval = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kubelet_pleg_relist_interval_seconds",
+		Help:    "Interval in seconds between relisting in PLEG.",
+		Buckets: prometheus.DefBuckets,
+	})
+	m.DiscardEvents = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubelet_pleg_discard_events",
+		Help: "The number of discard events in PLEG.",
+	})
+	m.LastSeen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kubelet_pleg_last_seen_seconds",
+		Help: "Timestamp in seconds when PLEG was last seen active.",
+	})
+	m.PodRelistDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kubelet_pleg_pod_relist_duration_seconds",
+		Help:    "Duration in seconds for relisting a single pod in PLEG.",
+		Buckets: prometheus.DefBuckets,
+	})
+	m.RunningPods = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kubelet_running_pods",
+		Help: "Number of pods that have a running pod sandbox",
+	})
+	m.RunningContainers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelet_running_containers",
+		Help: "Number of containers currently running",
+	}, []string{"container_state"})
+}
+
+// newPLEGCollectors creates pleg's own metrics of the relist and its events.
+func (m *PLEG) newPLEGCollectors() {
+	m.RelistInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pleg_relist_in_flight",
+		Help: "1 while a global relist is running, else 0. With pleg_relist_started_timestamp_seconds it shows a relist " +
+			"that hangs, which kubelet_pleg_relist_duration_seconds only records once it returns.",
+	})
+	m.RelistStarted = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pleg_relist_started_timestamp_seconds",
+		Help: "Unix time at which the running or the last global relist started.",
+	})
+	m.InspectionDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "pleg_pod_inspection_duration_seconds",
+		Help:    "Duration in seconds of inspecting one pod: the status calls for its sandboxes and containers.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
+	})
+	m.InspectionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pleg_pod_inspection_failures_total",
+		Help: "Pod inspections that failed, by reason: deadline (the per-pod inspection deadline passed) or error. A " +
+			"failed pod is inspected again at the next relist.",
+	}, []string{"reason"})
+	m.CoalescedEvents = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pleg_coalesced_events_total",
+		Help: "Events a lagging subscriber did not receive separately because a later event of the same container " +
+			"superseded them.",
+	})
+	m.Events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pleg_events_total",
+		Help: "Pod lifecycle events the generator produced, by type, before any subscriber's coalescing.",
+	}, []string{"type"})
+	m.InvalidItems = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pleg_invalid_runtime_items_total",
+		Help: "Malformed items in the runtime's lists, counted once per item and reason.",
+	}, []string{"reason"})
+}
+
+// newEventedCollectors creates the metrics of evented mode: the kubelet's
+// evented PLEG metrics, then pleg's own.
+func (m *PLEG) newEventedCollectors() {
 	m.EventedConnectionSuccess = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kubelet_evented_pleg_connection_success_count",
 		Help: "The number of times a streaming client was obtained to receive CRI Events.",
@@ -156,7 +186,8 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 	})
 	m.Hints = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pleg_evented_hints_total",
-		Help: "CRI container events received, each a hint to relist its pod, by event type; replayed events are the backlog a runtime sends a new subscriber.",
+		Help: "CRI container events received, each a hint to relist its pod, by event type; replayed events are the " +
+			"backlog a runtime sends a new subscriber.",
 	}, []string{"type"})
 	m.HintsCoalesced = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_hints_coalesced_total",
@@ -176,11 +207,13 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 	})
 	m.EventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_events_dropped_total",
-		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they said.",
+		Help: "CRI container events dropped because too many waited to be handled; a global relist then finds what they " +
+			"said.",
 	})
 	m.PayloadsApplied = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_payloads_applied_total",
-		Help: "CRI container events whose payload (the pod's statuses as the runtime sent them) was applied at once, before the relist of the pod that confirms it.",
+		Help: "CRI container events whose payload (the pod's statuses as the runtime sent them) was applied at once, " +
+			"before the relist of the pod that confirms it.",
 	})
 	m.PayloadFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pleg_evented_payload_fallbacks_total",
@@ -188,16 +221,23 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 	}, []string{"reason"})
 	m.RemovalWatchRelists = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_removal_watch_relists_total",
-		Help: "Relists of pods asked for by the removal watch: an exited sandbox or container was removed and the event stream did not tell it (CRI-O when a pod is removed).",
+		Help: "Relists of pods asked for by the removal watch: an exited sandbox or container was removed and the event " +
+			"stream did not tell it (CRI-O when a pod is removed).",
 	})
 	m.InspectionRetries = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_inspection_retries_total",
-		Help: "Relists of pods asked for again, after a backoff, because their relist or inspection failed while the event stream drove.",
+		Help: "Relists of pods asked for again, after a backoff, because their relist or inspection failed while the event " +
+			"stream drove.",
 	})
 	m.Mode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pleg_mode",
 		Help: "1 for the mode in force: evented while the CRI event stream holds, else generic (relisting alone).",
 	}, []string{"mode"})
+}
+
+// initLabels makes every label value known in advance appear at 0 before
+// its first event.
+func (m *PLEG) initLabels() {
 	for _, t := range []string{"created", "started", "stopped", "deleted", "replayed"} {
 		m.Hints.WithLabelValues(t)
 	}
@@ -205,14 +245,6 @@ func NewPLEG(reg prometheus.Registerer) (*PLEG, error) {
 	for _, r := range []string{InspectionDeadline, InspectionError} {
 		m.InspectionFailures.WithLabelValues(r)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range m.collectors() {
-		errs = append(errs, reg.Register(c))
-	}
-	return m, errors.Join(errs...)
 }
 
 // SetRunningContainers sets kubelet_running_containers for every state at

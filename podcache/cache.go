@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package podcache holds the latest inspected status of every pod, with the
 // time each status was observed, and lets a consumer wait until the cache
 // holds a status of a pod newer than a given time.

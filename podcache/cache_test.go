@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package podcache
 
 import (
@@ -700,18 +703,18 @@ func TestGetNewerThanConcurrent(t *testing.T) {
 		for w := range waiters {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(p), uint64(w)))
-				min := rng.IntN(steps - 1)
+				least := rng.IntN(steps - 1)
 				ctx := guard
 				if w%5 == 0 {
 					var cancel context.CancelFunc
 					ctx, cancel = context.WithCancel(guard)
 					go cancel()
 				}
-				s, err := c.GetNewerThan(ctx, uid(p), at(min))
+				s, err := c.GetNewerThan(ctx, uid(p), at(least))
 				switch {
 				case err != nil && w%5 == 0 && errors.Is(err, context.Canceled):
 				case err != nil:
-					errs <- fmt.Errorf("waiter %d/%d (min %d): %v", p, w, min, err)
+					errs <- fmt.Errorf("waiter %d/%d (min %d): %w", p, w, least, err)
 				case s == nil || s.UID != uid(p):
 					errs <- fmt.Errorf("waiter %d/%d: status %+v of the wrong pod", p, w, s)
 				case s.Name != "":
@@ -733,7 +736,7 @@ func TestGetNewerThanConcurrent(t *testing.T) {
 		readers.Go(func() {
 			for readCtx.Err() == nil {
 				for p := range pods {
-					c.Get(uid(p))
+					_, _ = c.Get(uid(p))
 					c.GetEntry(uid(p))
 				}
 				c.GetAll()

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package runtime
 
 import (
@@ -42,7 +45,11 @@ func InspectPod(ctx context.Context, rt Runtime, pod *Pod) (*PodStatus, error) {
 // container statuses, ordered as InspectPod orders them, newest first, with
 // the IPs of the newest sandbox if it is ready. It is how a status the
 // runtime sent on its own (an event's payload) becomes a PodStatus.
-func NewPodStatus(uid, name, namespace string, sandboxes []*runtimeapi.PodSandboxStatus, containers []*runtimeapi.ContainerStatus) *PodStatus {
+func NewPodStatus(
+	uid, name, namespace string,
+	sandboxes []*runtimeapi.PodSandboxStatus,
+	containers []*runtimeapi.ContainerStatus,
+) *PodStatus {
 	status := &PodStatus{UID: uid, Name: name, Namespace: namespace,
 		Sandboxes: slices.Clone(sandboxes), Containers: slices.Clone(containers)}
 	slices.SortStableFunc(status.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int {

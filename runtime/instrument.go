@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package runtime
 
 import (
@@ -33,28 +36,42 @@ type instrumented struct {
 	obs Observer
 }
 
-func (i *instrumented) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+func (i *instrumented) ListPodSandbox(
+	ctx context.Context,
+	filter *runtimeapi.PodSandboxFilter,
+) ([]*runtimeapi.PodSandbox, error) {
 	start := time.Now()
 	items, err := i.rt.ListPodSandbox(ctx, filter)
 	i.obs.Observe(OpListPodSandbox, time.Since(start), err)
 	return items, err
 }
 
-func (i *instrumented) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+func (i *instrumented) ListContainers(
+	ctx context.Context,
+	filter *runtimeapi.ContainerFilter,
+) ([]*runtimeapi.Container, error) {
 	start := time.Now()
 	items, err := i.rt.ListContainers(ctx, filter)
 	i.obs.Observe(OpListContainers, time.Since(start), err)
 	return items, err
 }
 
-func (i *instrumented) PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
+func (i *instrumented) PodSandboxStatus(
+	ctx context.Context,
+	id string,
+	verbose bool,
+) (*runtimeapi.PodSandboxStatusResponse, error) {
 	start := time.Now()
 	resp, err := i.rt.PodSandboxStatus(ctx, id, verbose)
 	i.obs.Observe(OpPodSandboxStatus, time.Since(start), err)
 	return resp, err
 }
 
-func (i *instrumented) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
+func (i *instrumented) ContainerStatus(
+	ctx context.Context,
+	id string,
+	verbose bool,
+) (*runtimeapi.ContainerStatusResponse, error) {
 	start := time.Now()
 	resp, err := i.rt.ContainerStatus(ctx, id, verbose)
 	i.obs.Observe(OpContainerStatus, time.Since(start), err)

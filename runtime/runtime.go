@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package runtime defines what a pod lifecycle event generator needs from a
 // CRI container runtime, and the pod-level view built on top of it.
 //

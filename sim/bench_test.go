@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -54,7 +57,7 @@ func BenchmarkListContainers30k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		var size int
 		for b.Loop() {
 			if err := conn.Invoke(context.Background(), runtimeapi.RuntimeService_ListContainers_FullMethodName, &runtimeapi.ListContainersRequest{}, &size); err != nil {

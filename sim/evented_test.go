@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -194,7 +197,7 @@ func (r *eventedRun) converged(missedOK bool) {
 		last = ""
 		for _, id := range slices.Sorted(maps.Keys(truth)) {
 			want, have := truth[id], stateOf(got[id])
-			if want != have && !(missedOK && want == "gone" && have == "unseen") {
+			if want != have && (!missedOK || want != "gone" || have != "unseen") {
 				last = id + ": runtime " + want + ", events say " + have
 				break
 			}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -176,98 +179,121 @@ func ParseFaults(s string) (Faults, error) {
 		item = strings.TrimSpace(item)
 		key, value, _ := strings.Cut(item, "=")
 		key, value = strings.ToLower(strings.TrimSpace(key)), strings.TrimSpace(value)
-		bad := func(format string, args ...any) (Faults, error) {
-			return Faults{}, fmt.Errorf("faults %q: %s: %s", s, item, fmt.Sprintf(format, args...))
-		}
-		switch key {
-		case "error":
-			name, rate, ok := strings.Cut(value, ":")
-			if !ok {
-				return bad("want error=OP:RATE")
-			}
-			r, err := strconv.ParseFloat(rate, 64)
-			if err != nil {
-				return bad("rate %q is not a number", rate)
-			}
-			if f.ErrorRate == nil {
-				f.ErrorRate = make(map[string]float64)
-			}
-			f.ErrorRate[name] = r
-		case "error-code":
-			c, ok := parseCode(value)
-			if !ok {
-				return bad("unknown gRPC code %q", value)
-			}
-			f.ErrorCode = c
-		case "hang":
-			if value == "" {
-				return bad("want hang=OP")
-			}
-			if f.Hang == nil {
-				f.Hang = make(map[string]bool)
-			}
-			f.Hang[value] = true
-		case "hang-pod":
-			if value == "" {
-				return bad("want hang-pod=UID")
-			}
-			f.HangPod = value
-		case "slow-pod":
-			uid, delay, ok := strings.Cut(value, ":")
-			if !ok || uid == "" {
-				return bad("want slow-pod=UID:DURATION")
-			}
-			d, err := time.ParseDuration(delay)
-			if err != nil || d <= 0 {
-				return bad("delay %q must be a positive duration", delay)
-			}
-			if f.SlowPod == nil {
-				f.SlowPod = make(map[string]time.Duration)
-			}
-			f.SlowPod[uid] = d
-		case "drop":
-			d, err := time.ParseDuration(value)
-			if err != nil || d <= 0 {
-				return bad("want a positive duration")
-			}
-			f.StreamDropEvery = d
-		case "events":
-			if value != "unimplemented" {
-				return bad("want events=unimplemented")
-			}
-			f.EventsUnimplemented = true
-		case "oversize":
-			if value != "" {
-				return bad("oversize takes no value")
-			}
-			f.OversizeLists = true
-		case "malformed":
-			kind, count, ok := strings.Cut(value, ":")
-			if !ok {
-				count = "1"
-			}
-			n, err := strconv.Atoi(count)
-			if err != nil || n < 0 {
-				return bad("count %q must be a non-negative integer", count)
-			}
-			switch kind {
-			case "nil-metadata":
-				f.Malformed.NilMetadata = n
-			case "unknown-state":
-				f.Malformed.UnknownState = n
-			case "duplicate-ids":
-				f.Malformed.DuplicateIDs = n
-			default:
-				return bad("want nil-metadata, unknown-state or duplicate-ids")
-			}
-		default:
-			return bad("unknown fault %q", key)
+		if err := f.parseItem(key, value); err != nil {
+			return Faults{}, fmt.Errorf("faults %q: %s: %w", s, item, err)
 		}
 	}
 	if err := f.validate(); err != nil {
 		return Faults{}, err
 	}
 	return f, nil
+}
+
+// parseItem sets the fault one item of ParseFaults' list names.
+func (f *Faults) parseItem(key, value string) error {
+	switch key {
+	case "error":
+		return f.parseErrorRate(value)
+	case "error-code":
+		c, ok := parseCode(value)
+		if !ok {
+			return fmt.Errorf("unknown gRPC code %q", value)
+		}
+		f.ErrorCode = c
+	case "hang":
+		if value == "" {
+			return errors.New("want hang=OP")
+		}
+		if f.Hang == nil {
+			f.Hang = make(map[string]bool)
+		}
+		f.Hang[value] = true
+	case "hang-pod":
+		if value == "" {
+			return errors.New("want hang-pod=UID")
+		}
+		f.HangPod = value
+	case "slow-pod":
+		return f.parseSlowPod(value)
+	case "drop":
+		d, err := time.ParseDuration(value)
+		if err != nil || d <= 0 {
+			return errors.New("want a positive duration")
+		}
+		f.StreamDropEvery = d
+	case "events":
+		if value != "unimplemented" {
+			return errors.New("want events=unimplemented")
+		}
+		f.EventsUnimplemented = true
+	case "oversize":
+		if value != "" {
+			return errors.New("oversize takes no value")
+		}
+		f.OversizeLists = true
+	case "malformed":
+		return f.parseMalformed(value)
+	default:
+		return fmt.Errorf("unknown fault %q", key)
+	}
+	return nil
+}
+
+// parseErrorRate parses error=OP:RATE.
+func (f *Faults) parseErrorRate(value string) error {
+	name, rate, ok := strings.Cut(value, ":")
+	if !ok {
+		return errors.New("want error=OP:RATE")
+	}
+	r, err := strconv.ParseFloat(rate, 64)
+	if err != nil {
+		return fmt.Errorf("rate %q is not a number", rate)
+	}
+	if f.ErrorRate == nil {
+		f.ErrorRate = make(map[string]float64)
+	}
+	f.ErrorRate[name] = r
+	return nil
+}
+
+// parseSlowPod parses slow-pod=UID:DURATION.
+func (f *Faults) parseSlowPod(value string) error {
+	uid, delay, ok := strings.Cut(value, ":")
+	if !ok || uid == "" {
+		return errors.New("want slow-pod=UID:DURATION")
+	}
+	d, err := time.ParseDuration(delay)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("delay %q must be a positive duration", delay)
+	}
+	if f.SlowPod == nil {
+		f.SlowPod = make(map[string]time.Duration)
+	}
+	f.SlowPod[uid] = d
+	return nil
+}
+
+// parseMalformed parses malformed=KIND:N, N 1 if left out.
+func (f *Faults) parseMalformed(value string) error {
+	kind, count, ok := strings.Cut(value, ":")
+	if !ok {
+		count = "1"
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 0 {
+		return fmt.Errorf("count %q must be a non-negative integer", count)
+	}
+	switch kind {
+	case "nil-metadata":
+		f.Malformed.NilMetadata = n
+	case "unknown-state":
+		f.Malformed.UnknownState = n
+	case "duplicate-ids":
+		f.Malformed.DuplicateIDs = n
+	default:
+		return errors.New("want nil-metadata, unknown-state or duplicate-ids")
+	}
+	return nil
 }
 
 // parseCode parses a gRPC code name in any case, with or without
@@ -323,7 +349,11 @@ func (f Faults) String() string {
 	for _, m := range []struct {
 		kind string
 		n    int
-	}{{"nil-metadata", f.Malformed.NilMetadata}, {"unknown-state", f.Malformed.UnknownState}, {"duplicate-ids", f.Malformed.DuplicateIDs}} {
+	}{
+		{"nil-metadata", f.Malformed.NilMetadata},
+		{"unknown-state", f.Malformed.UnknownState},
+		{"duplicate-ids", f.Malformed.DuplicateIDs},
+	} {
 		if m.n > 0 {
 			parts = append(parts, "malformed="+m.kind+":"+strconv.Itoa(m.n))
 		}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -21,7 +24,7 @@ func socketPath(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return filepath.Join(dir, "cri.sock")
 }
 
@@ -58,7 +61,7 @@ func dial(t testing.TB, s *Sim, opts ...grpc.DialOption) runtimeapi.RuntimeServi
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	return runtimeapi.NewRuntimeServiceClient(conn)
 }
 

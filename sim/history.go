@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import "fmt"
@@ -96,7 +99,16 @@ func (h *history) list() []Change {
 
 // String describes a change for logs and test failures.
 func (c Change) String() string {
-	s := fmt.Sprintf("#%d tick %d %s (%s) pod %s/%s sandbox %.12s", c.Seq, c.Tick, c.Op, c.Cause, c.PodNamespace, c.PodName, c.SandboxID)
+	s := fmt.Sprintf(
+		"#%d tick %d %s (%s) pod %s/%s sandbox %.12s",
+		c.Seq,
+		c.Tick,
+		c.Op,
+		c.Cause,
+		c.PodNamespace,
+		c.PodName,
+		c.SandboxID,
+	)
 	if c.ContainerID != "" {
 		s += fmt.Sprintf(" container %s/%d %.12s", c.ContainerName, c.Attempt, c.ContainerID)
 	}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -78,7 +81,10 @@ func (r *imageServer) call(ctx context.Context, o op) error {
 	return r.s.finish(ctx, f, o, 0)
 }
 
-func (r *imageServer) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+func (r *imageServer) ListImages(
+	ctx context.Context,
+	req *runtimeapi.ListImagesRequest,
+) (*runtimeapi.ListImagesResponse, error) {
 	if err := r.call(ctx, opListImages); err != nil {
 		return nil, err
 	}
@@ -96,7 +102,10 @@ func (r *imageServer) ListImages(ctx context.Context, req *runtimeapi.ListImages
 	return resp, nil
 }
 
-func (r *imageServer) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+func (r *imageServer) ImageStatus(
+	ctx context.Context,
+	req *runtimeapi.ImageStatusRequest,
+) (*runtimeapi.ImageStatusResponse, error) {
 	if err := r.call(ctx, opImageStatus); err != nil {
 		return nil, err
 	}
@@ -107,7 +116,10 @@ func (r *imageServer) ImageStatus(ctx context.Context, req *runtimeapi.ImageStat
 	return &runtimeapi.ImageStatusResponse{Image: im.find(req.GetImage().GetImage())}, nil
 }
 
-func (r *imageServer) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+func (r *imageServer) PullImage(
+	ctx context.Context,
+	req *runtimeapi.PullImageRequest,
+) (*runtimeapi.PullImageResponse, error) {
 	if err := r.call(ctx, opPullImage); err != nil {
 		return nil, err
 	}
@@ -117,7 +129,10 @@ func (r *imageServer) PullImage(ctx context.Context, req *runtimeapi.PullImageRe
 	return &runtimeapi.PullImageResponse{ImageRef: im.add(req.GetImage().GetImage()).Id}, nil
 }
 
-func (r *imageServer) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+func (r *imageServer) RemoveImage(
+	ctx context.Context,
+	req *runtimeapi.RemoveImageRequest,
+) (*runtimeapi.RemoveImageResponse, error) {
 	if err := r.call(ctx, opRemoveImage); err != nil {
 		return nil, err
 	}
@@ -132,7 +147,10 @@ func (r *imageServer) RemoveImage(ctx context.Context, req *runtimeapi.RemoveIma
 	return &runtimeapi.RemoveImageResponse{}, nil
 }
 
-func (r *imageServer) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+func (r *imageServer) ImageFsInfo(
+	ctx context.Context,
+	_ *runtimeapi.ImageFsInfoRequest,
+) (*runtimeapi.ImageFsInfoResponse, error) {
 	if err := r.call(ctx, opImageFsInfo); err != nil {
 		return nil, err
 	}

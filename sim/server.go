@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -77,7 +80,10 @@ func (s *Sim) mutate(change func(st *store, out *eventBuf) error) error {
 	return err
 }
 
-func (r *runtimeServer) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+func (r *runtimeServer) Version(
+	ctx context.Context,
+	_ *runtimeapi.VersionRequest,
+) (*runtimeapi.VersionResponse, error) {
 	f, err := r.s.begin(ctx, opVersion)
 	if err == nil {
 		err = r.s.finish(ctx, f, opVersion, 0)
@@ -85,7 +91,12 @@ func (r *runtimeServer) Version(ctx context.Context, _ *runtimeapi.VersionReques
 	if err != nil {
 		return nil, err
 	}
-	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: RuntimeName, RuntimeVersion: RuntimeVersion, RuntimeApiVersion: "v1"}, nil
+	return &runtimeapi.VersionResponse{
+		Version:           "0.1.0",
+		RuntimeName:       RuntimeName,
+		RuntimeVersion:    RuntimeVersion,
+		RuntimeApiVersion: "v1",
+	}, nil
 }
 
 func (r *runtimeServer) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
@@ -101,13 +112,18 @@ func (r *runtimeServer) Status(ctx context.Context, req *runtimeapi.StatusReques
 		{Type: runtimeapi.NetworkReady, Status: true},
 	}}}
 	if req.GetVerbose() {
-		info, _ := json.Marshal(map[string]any{"simulator": true, "events": r.s.opts.Events.String(), "faults": f.Faults.String()})
+		info, _ := json.Marshal(
+			map[string]any{"simulator": true, "events": r.s.opts.Events.String(), "faults": f.String()},
+		)
 		resp.Info = map[string]string{"config": string(info)}
 	}
 	return resp, nil
 }
 
-func (r *runtimeServer) RuntimeConfig(ctx context.Context, _ *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
+func (r *runtimeServer) RuntimeConfig(
+	ctx context.Context,
+	_ *runtimeapi.RuntimeConfigRequest,
+) (*runtimeapi.RuntimeConfigResponse, error) {
 	f, err := r.s.begin(ctx, opRuntimeConfig)
 	if err == nil {
 		err = r.s.finish(ctx, f, opRuntimeConfig, 0)
@@ -115,10 +131,15 @@ func (r *runtimeServer) RuntimeConfig(ctx context.Context, _ *runtimeapi.Runtime
 	if err != nil {
 		return nil, err
 	}
-	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_SYSTEMD}}, nil
+	return &runtimeapi.RuntimeConfigResponse{
+		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_SYSTEMD},
+	}, nil
 }
 
-func (r *runtimeServer) UpdateRuntimeConfig(ctx context.Context, _ *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+func (r *runtimeServer) UpdateRuntimeConfig(
+	ctx context.Context,
+	_ *runtimeapi.UpdateRuntimeConfigRequest,
+) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
 	f, err := r.s.begin(ctx, opUpdateRuntimeConfig)
 	if err == nil {
 		err = r.s.finish(ctx, f, opUpdateRuntimeConfig, 0)
@@ -129,7 +150,10 @@ func (r *runtimeServer) UpdateRuntimeConfig(ctx context.Context, _ *runtimeapi.U
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }
 
-func (r *runtimeServer) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+func (r *runtimeServer) RunPodSandbox(
+	ctx context.Context,
+	req *runtimeapi.RunPodSandboxRequest,
+) (*runtimeapi.RunPodSandboxResponse, error) {
 	f, err := r.s.begin(ctx, opRunPodSandbox)
 	if err == nil {
 		err = r.s.finish(ctx, f, opRunPodSandbox, 0)
@@ -151,7 +175,10 @@ func (r *runtimeServer) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPo
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }
 
-func (r *runtimeServer) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+func (r *runtimeServer) StopPodSandbox(
+	ctx context.Context,
+	req *runtimeapi.StopPodSandboxRequest,
+) (*runtimeapi.StopPodSandboxResponse, error) {
 	f, err := r.s.begin(ctx, opStopPodSandbox)
 	if err == nil {
 		err = r.s.finish(ctx, f, opStopPodSandbox, 0)
@@ -172,7 +199,10 @@ func (r *runtimeServer) StopPodSandbox(ctx context.Context, req *runtimeapi.Stop
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
-func (r *runtimeServer) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+func (r *runtimeServer) RemovePodSandbox(
+	ctx context.Context,
+	req *runtimeapi.RemovePodSandboxRequest,
+) (*runtimeapi.RemovePodSandboxResponse, error) {
 	f, err := r.s.begin(ctx, opRemovePodSandbox)
 	if err == nil {
 		err = r.s.finish(ctx, f, opRemovePodSandbox, 0)
@@ -196,7 +226,10 @@ func (r *runtimeServer) RemovePodSandbox(ctx context.Context, req *runtimeapi.Re
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 
-func (r *runtimeServer) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+func (r *runtimeServer) PodSandboxStatus(
+	ctx context.Context,
+	req *runtimeapi.PodSandboxStatusRequest,
+) (*runtimeapi.PodSandboxStatusResponse, error) {
 	f, err := r.s.begin(ctx, opPodSandboxStatus)
 	if err != nil {
 		return nil, err
@@ -233,7 +266,10 @@ func (r *runtimeServer) PodSandboxStatus(ctx context.Context, req *runtimeapi.Po
 }
 
 // listSandboxes answers ListPodSandbox and StreamPodSandboxes.
-func (s *Sim) listSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (wireList[*runtimeapi.PodSandbox], *activeFaults, error) {
+func (s *Sim) listSandboxes(
+	ctx context.Context,
+	filter *runtimeapi.PodSandboxFilter,
+) (wireList[*runtimeapi.PodSandbox], *activeFaults, error) {
 	var none wireList[*runtimeapi.PodSandbox]
 	f, err := s.begin(ctx, opListPodSandbox)
 	if err != nil {
@@ -255,7 +291,10 @@ func (s *Sim) listSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFi
 	return l, f, nil
 }
 
-func (r *runtimeServer) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+func (r *runtimeServer) CreateContainer(
+	ctx context.Context,
+	req *runtimeapi.CreateContainerRequest,
+) (*runtimeapi.CreateContainerResponse, error) {
 	f, err := r.s.begin(ctx, opCreateContainer)
 	if err == nil {
 		err = r.s.finish(ctx, f, opCreateContainer, 0)
@@ -281,7 +320,10 @@ func (r *runtimeServer) CreateContainer(ctx context.Context, req *runtimeapi.Cre
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 
-func (r *runtimeServer) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+func (r *runtimeServer) StartContainer(
+	ctx context.Context,
+	req *runtimeapi.StartContainerRequest,
+) (*runtimeapi.StartContainerResponse, error) {
 	f, err := r.s.begin(ctx, opStartContainer)
 	if err == nil {
 		err = r.s.finish(ctx, f, opStartContainer, 0)
@@ -302,7 +344,10 @@ func (r *runtimeServer) StartContainer(ctx context.Context, req *runtimeapi.Star
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
-func (r *runtimeServer) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+func (r *runtimeServer) StopContainer(
+	ctx context.Context,
+	req *runtimeapi.StopContainerRequest,
+) (*runtimeapi.StopContainerResponse, error) {
 	f, err := r.s.begin(ctx, opStopContainer)
 	if err == nil {
 		err = r.s.finish(ctx, f, opStopContainer, 0)
@@ -327,7 +372,10 @@ func (r *runtimeServer) StopContainer(ctx context.Context, req *runtimeapi.StopC
 	return &runtimeapi.StopContainerResponse{}, nil
 }
 
-func (r *runtimeServer) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+func (r *runtimeServer) RemoveContainer(
+	ctx context.Context,
+	req *runtimeapi.RemoveContainerRequest,
+) (*runtimeapi.RemoveContainerResponse, error) {
 	f, err := r.s.begin(ctx, opRemoveContainer)
 	if err == nil {
 		err = r.s.finish(ctx, f, opRemoveContainer, 0)
@@ -351,7 +399,10 @@ func (r *runtimeServer) RemoveContainer(ctx context.Context, req *runtimeapi.Rem
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 
-func (r *runtimeServer) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+func (r *runtimeServer) ContainerStatus(
+	ctx context.Context,
+	req *runtimeapi.ContainerStatusRequest,
+) (*runtimeapi.ContainerStatusResponse, error) {
 	f, err := r.s.begin(ctx, opContainerStatus)
 	if err != nil {
 		return nil, err
@@ -367,7 +418,9 @@ func (r *runtimeServer) ContainerStatus(ctx context.Context, req *runtimeapi.Con
 		uid = c.sb.md.GetUid()
 		resp = &runtimeapi.ContainerStatusResponse{Status: c.status}
 		if req.GetVerbose() {
-			resp.Info = verboseInfo(map[string]any{"sandboxID": c.sb.id, "pid": pid(c.id), "runtimeType": "io.containerd.runc.v2"})
+			resp.Info = verboseInfo(
+				map[string]any{"sandboxID": c.sb.id, "pid": pid(c.id), "runtimeType": "io.containerd.runc.v2"},
+			)
 		}
 	}
 	st.mu.RUnlock()
@@ -386,7 +439,10 @@ func (r *runtimeServer) ContainerStatus(ctx context.Context, req *runtimeapi.Con
 }
 
 // listContainers answers ListContainers and StreamContainers.
-func (s *Sim) listContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) (wireList[*runtimeapi.Container], *activeFaults, error) {
+func (s *Sim) listContainers(
+	ctx context.Context,
+	filter *runtimeapi.ContainerFilter,
+) (wireList[*runtimeapi.Container], *activeFaults, error) {
 	var none wireList[*runtimeapi.Container]
 	f, err := s.begin(ctx, opListContainers)
 	if err != nil {
@@ -409,7 +465,10 @@ func (s *Sim) listContainers(ctx context.Context, filter *runtimeapi.ContainerFi
 }
 
 // GetContainerEvents streams events with the semantics of Options.Events.
-func (r *runtimeServer) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
+func (r *runtimeServer) GetContainerEvents(
+	_ *runtimeapi.GetEventsRequest,
+	stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse],
+) error {
 	s := r.s
 	ctx := stream.Context()
 	f, err := s.begin(ctx, opGetContainerEvents)

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sim is a simulated CRI v1 container runtime: a real gRPC server
 // on a unix socket, the same wire as containerd, serving the
 // RuntimeService (sandboxes, containers, statuses, the Stream* lists and
@@ -127,7 +130,7 @@ func (s *Sim) Start(ctx context.Context) error {
 	context.AfterFunc(ctx, func() { _ = s.Stop() })
 	s.log.Info("Simulated CRI runtime serving", "endpoint", s.Endpoint(), "pods", s.opts.Pods,
 		"containers", s.opts.Containers, "churn", s.opts.Churn.String(), "events", s.opts.Events.String(),
-		"faults", s.faults.Load().Faults.String(), "seed", s.opts.Seed)
+		"faults", s.faults.Load().String(), "seed", s.opts.Seed)
 	return nil
 }
 
@@ -272,7 +275,7 @@ func (s *Sim) SetFaults(f Faults) error {
 }
 
 // Faults returns the faults in force.
-func (s *Sim) Faults() Faults { return s.faults.Load().Faults.clone() }
+func (s *Sim) Faults() Faults { return s.faults.Load().clone() }
 
 // Restart simulates a runtime restart: the socket goes away, open streams
 // and calls end, queued events are lost, and after down (on Options.Clock)

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -17,7 +20,7 @@ func TestSecondSimOnALiveSocketIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer second.Stop()
+	defer func() { _ = second.Stop() }()
 	if err := second.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "another process serves it") {
 		t.Fatalf("a second Start on the same socket = %v, want refused", err)
 	}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -295,14 +298,27 @@ func (st *store) unindex(uid string, sb *sandbox, c *container) {
 
 // runSandbox creates a ready sandbox. out nil means no events: the initial
 // pods were running before the simulator started.
-func (st *store) runSandbox(cfg *runtimeapi.PodSandboxConfig, handler string, cause Cause, out *eventBuf) (*sandbox, error) {
+func (st *store) runSandbox(
+	cfg *runtimeapi.PodSandboxConfig,
+	handler string,
+	cause Cause,
+	out *eventBuf,
+) (*sandbox, error) {
 	md := cfg.GetMetadata()
 	if md == nil {
 		return nil, status.Error(codes.InvalidArgument, "sandbox config must include metadata")
 	}
-	nameKey := "sandbox/" + strings.Join([]string{md.Name, md.Namespace, md.Uid, strconv.FormatUint(uint64(md.Attempt), 10)}, "_")
+	nameKey := "sandbox/" + strings.Join(
+		[]string{md.Name, md.Namespace, md.Uid, strconv.FormatUint(uint64(md.Attempt), 10)},
+		"_",
+	)
 	if id, ok := st.names[nameKey]; ok {
-		return nil, status.Errorf(codes.AlreadyExists, "failed to reserve sandbox name %q: name is reserved for %q", nameKey[len("sandbox/"):], id)
+		return nil, status.Errorf(
+			codes.AlreadyExists,
+			"failed to reserve sandbox name %q: name is reserved for %q",
+			nameKey[len("sandbox/"):],
+			id,
+		)
 	}
 	st.ipN++
 	sb := &sandbox{
@@ -389,7 +405,12 @@ func exitReason(code int32) string {
 	return "Error"
 }
 
-func (st *store) createContainer(sb *sandbox, cfg *runtimeapi.ContainerConfig, cause Cause, out *eventBuf) (*container, error) {
+func (st *store) createContainer(
+	sb *sandbox,
+	cfg *runtimeapi.ContainerConfig,
+	cause Cause,
+	out *eventBuf,
+) (*container, error) {
 	md := cfg.GetMetadata()
 	if md == nil {
 		return nil, status.Error(codes.InvalidArgument, "container config must include metadata")
@@ -399,7 +420,14 @@ func (st *store) createContainer(sb *sandbox, cfg *runtimeapi.ContainerConfig, c
 	}
 	nameKey := "container/" + sb.id + "/" + md.Name + "/" + strconv.FormatUint(uint64(md.Attempt), 10)
 	if id, ok := st.names[nameKey]; ok {
-		return nil, status.Errorf(codes.AlreadyExists, "failed to reserve container name %s attempt %d in sandbox %s: name is reserved for %q", md.Name, md.Attempt, sb.id, id)
+		return nil, status.Errorf(
+			codes.AlreadyExists,
+			"failed to reserve container name %s attempt %d in sandbox %s: name is reserved for %q",
+			md.Name,
+			md.Attempt,
+			sb.id,
+			id,
+		)
 	}
 	image := cfg.GetImage()
 	if image == nil {
@@ -419,7 +447,8 @@ func (st *store) createContainer(sb *sandbox, cfg *runtimeapi.ContainerConfig, c
 		nameKey:     nameKey,
 	}
 	if cfg.GetLogPath() != "" {
-		c.logPath = "/var/log/pods/" + sb.md.GetNamespace() + "_" + sb.md.GetName() + "_" + sb.md.GetUid() + "/" + cfg.GetLogPath()
+		podDir := sb.md.GetNamespace() + "_" + sb.md.GetName() + "_" + sb.md.GetUid()
+		c.logPath = "/var/log/pods/" + podDir + "/" + cfg.GetLogPath()
 	}
 	c.refresh()
 	st.names[nameKey] = c.id

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -144,7 +147,12 @@ func wrapStreamedSandboxes(items []*runtimeapi.PodSandbox) any {
 // The handlers below have the shape of the generated ones, without
 // interceptors, which the simulator does not install.
 
-func listContainersHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+func listContainersHandler(
+	srv any,
+	ctx context.Context,
+	dec func(any) error,
+	_ grpc.UnaryServerInterceptor,
+) (any, error) {
 	in := new(runtimeapi.ListContainersRequest)
 	if err := dec(in); err != nil {
 		return nil, err
@@ -168,7 +176,12 @@ func streamContainersHandler(srv any, stream grpc.ServerStream) error {
 	return l.stream(stream, f.OversizeLists, wrapStreamedContainers)
 }
 
-func listPodSandboxHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+func listPodSandboxHandler(
+	srv any,
+	ctx context.Context,
+	dec func(any) error,
+	_ grpc.UnaryServerInterceptor,
+) (any, error) {
 	in := new(runtimeapi.ListPodSandboxRequest)
 	if err := dec(in); err != nil {
 		return nil, err

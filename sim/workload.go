@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -126,7 +129,11 @@ func podConfig(uid string, n uint64) *runtimeapi.PodSandboxConfig {
 		},
 		LogDirectory: "/var/log/pods/" + DefaultNamespace + "_" + name + "_" + uid,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+			NamespaceOptions: &runtimeapi.NamespaceOption{
+				Network: runtimeapi.NamespaceMode_POD,
+				Pid:     runtimeapi.NamespaceMode_CONTAINER,
+				Ipc:     runtimeapi.NamespaceMode_POD,
+			},
 		}},
 	}
 }
@@ -174,7 +181,13 @@ func (w *workload) newPod(st *store, exited int, cause Cause, out *eventBuf) {
 			attempts++
 		}
 		for a := range attempts {
-			if c, err := st.createContainer(sb, containerConfig(sb, name, uint32(a)), cause, out); err == nil && st.startContainer(c, cause, out) == nil {
+			if c, err := st.createContainer(
+				sb,
+				containerConfig(sb, name, uint32(a)),
+				cause,
+				out,
+			); err == nil &&
+				st.startContainer(c, cause, out) == nil {
 				st.exitContainer(c, crashCode(w.rng), cause, out)
 			}
 		}
@@ -207,7 +220,8 @@ func runningContainers(st *store) []*container {
 func readyPods(st *store, before uint64) []*sandbox {
 	var out []*sandbox
 	for _, sb := range st.sbOrder {
-		if !sb.removed && !sb.removing && sb.state == runtimeapi.PodSandboxState_SANDBOX_READY && sb.createdTick < before && sb.startedTick < before {
+		if !sb.removed && !sb.removing && sb.state == runtimeapi.PodSandboxState_SANDBOX_READY && sb.createdTick < before &&
+			sb.startedTick < before {
 			out = append(out, sb)
 		}
 	}
@@ -253,7 +267,12 @@ func (w *workload) tick(st *store, out *eventBuf) {
 
 func (w *workload) startShortLived(st *store, sb *sandbox, t uint64, out *eventBuf) {
 	w.shortN++
-	c, err := st.createContainer(sb, containerConfig(sb, "short-"+strconv.FormatUint(w.shortN, 10), 0), CauseShortLived, out)
+	c, err := st.createContainer(
+		sb,
+		containerConfig(sb, "short-"+strconv.FormatUint(w.shortN, 10), 0),
+		CauseShortLived,
+		out,
+	)
 	if err != nil {
 		return
 	}

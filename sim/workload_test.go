@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package sim
 
 import (
@@ -24,7 +27,7 @@ func newSim(t testing.TB, opts Options) *Sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Stop() })
+	t.Cleanup(func() { _ = s.Stop() })
 	return s
 }
 

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package syncloop turns a stream of pod lifecycle events into per-pod
 // sync calls, the way the kubelet's syncLoop consumes its PLEG, without
 // the kubelet's failure mode under an unhealthy PLEG.

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package syncloop
 
 import (
@@ -182,7 +185,19 @@ func (l *Loop) record(ev pleg.Event) {
 	if ev.Type == pleg.ContainerRemoved {
 		return
 	}
-	l.log.Debug("SyncLoop (PLEG): event for pod", "podUID", ev.PodUID, "namespace", ev.PodNamespace, "name", ev.PodName, "type", ev.Type, "containerID", ev.ContainerID)
+	l.log.Debug(
+		"SyncLoop (PLEG): event for pod",
+		"podUID",
+		ev.PodUID,
+		"namespace",
+		ev.PodNamespace,
+		"name",
+		ev.PodName,
+		"type",
+		ev.Type,
+		"containerID",
+		ev.ContainerID,
+	)
 	l.mu.Lock()
 	p := l.pods[ev.PodUID]
 	if p == nil {

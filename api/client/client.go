@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package client reads a pleg daemon's HTTP API: its health, its metrics,
 // its pods and its event stream, which it follows across dropped
 // connections and daemon restarts. It is the one implementation of the
@@ -113,7 +116,10 @@ func New(server string, opts Options) (*Client, error) {
 	if auth && base.Scheme != "https" && socket == "" && !loopback(base.Hostname()) {
 		// Basic auth over plain HTTP across a network gives the password
 		// away; a unix socket or the loopback stays on the node.
-		return nil, fmt.Errorf("%s: basic auth over plain http:// would send the password in the clear; use https:// or unix://", server)
+		return nil, fmt.Errorf(
+			"%s: basic auth over plain http:// would send the password in the clear; use https:// or unix://",
+			server,
+		)
 	}
 	cfg := promconfig.HTTPClientConfig{
 		TLSConfig: promconfig.TLSConfig{
@@ -123,7 +129,11 @@ func New(server string, opts Options) (*Client, error) {
 		EnableHTTP2:     true,
 	}
 	if opts.Username != "" {
-		cfg.BasicAuth = &promconfig.BasicAuth{Username: opts.Username, Password: promconfig.Secret(opts.Password), PasswordFile: opts.PasswordFile}
+		cfg.BasicAuth = &promconfig.BasicAuth{
+			Username:     opts.Username,
+			Password:     promconfig.Secret(opts.Password),
+			PasswordFile: opts.PasswordFile,
+		}
 	}
 	var copts []promconfig.HTTPClientOption
 	if socket != "" {
@@ -215,7 +225,13 @@ func (e *StatusError) Error() string {
 // get sends GET path with the Accept header and returns the response when
 // its status is one of ok; any other status is a *StatusError. The caller
 // closes the body.
-func (c *Client) get(ctx context.Context, path string, query url.Values, header http.Header, ok ...int) (*http.Response, error) {
+func (c *Client) get(
+	ctx context.Context,
+	path string,
+	query url.Values,
+	header http.Header,
+	ok ...int,
+) (*http.Response, error) {
 	u := c.base.JoinPath(path)
 	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)

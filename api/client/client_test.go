@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package client
 
 import (
@@ -141,8 +144,8 @@ func TestReadsHealthMetricsAndPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: d.handler}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
 	c, err := New("unix://"+socket, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +176,7 @@ func TestReadsHealthMetricsAndPods(t *testing.T) {
 func TestUnhealthyIsAnAnswerNotAnError(t *testing.T) {
 	_, c := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
-		io.WriteString(w, "PLEG is not healthy: pleg has yet to be successful\n")
+		_, _ = io.WriteString(w, "PLEG is not healthy: pleg has yet to be successful\n")
 	}))
 	h, err := c.Health(t.Context())
 	if err != nil || h.OK || h.Message != "PLEG is not healthy: pleg has yet to be successful" {
@@ -188,7 +191,7 @@ func shortTempDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }
 
@@ -343,7 +346,7 @@ func TestFollowRestartsFromNowWhenResumeIsRefused(t *testing.T) {
 		if r.URL.Query().Has("since") {
 			refused.Store(true)
 			w.WriteHeader(http.StatusBadRequest)
-			io.WriteString(w, `{"error": "since 1001 is ahead of the latest event, 10"}`)
+			_, _ = io.WriteString(w, `{"error": "since 1001 is ahead of the latest event, 10"}`)
 			return
 		}
 		d.handler.ServeHTTP(w, r)
@@ -363,7 +366,7 @@ func TestFollowRestartsFromNowWhenResumeIsRefused(t *testing.T) {
 	d.append("c")
 	evs := got.waitFor(t, 4)
 	cancel()
-	<-done
+	<-done //nolint:errcheck // waits for the goroutine; its error is the cancellation's
 	if s := describe(evs); !refused.Load() || s != "1000:a 1001:b Gap(1002..0) 1002:c" {
 		t.Errorf("events %s (refused: %v)", s, refused.Load())
 	}
@@ -411,7 +414,7 @@ func TestFollowWaitsOutABusyDaemon(t *testing.T) {
 	d.append("a")
 	got.waitFor(t, 1)
 	cancel()
-	<-done
+	<-done //nolint:errcheck // waits for the goroutine; its error is the cancellation's
 	if waiting.Load() != 1 || connected.Load() != 1 {
 		t.Errorf("waiting said %d times, connected %d times; want once each", waiting.Load(), connected.Load())
 	}
@@ -452,7 +455,7 @@ func TestFollowEndsOnTheHandlersError(t *testing.T) {
 	go func() { done <- c.Follow(t.Context(), FollowOptions{}, func(api.Event) error { return stop }) }()
 	tr.waitOpened(t, 1)
 	d.append("a")
-	if err := <-done; err != stop {
+	if err := <-done; !errors.Is(err, stop) {
 		t.Fatalf("Follow = %v, want the handler's error", err)
 	}
 }

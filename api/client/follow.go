@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package client
 
 import (
@@ -108,7 +111,7 @@ func (e handlerError) Error() string { return e.err.Error() }
 // drain reads s to its end, moving *since to each event handed over, and
 // returns how many it read.
 func drain(s *Stream, since *uint64, handle func(api.Event) error) (read int, err error) {
-	defer s.Close()
+	defer func() { _ = s.Close() }() // a stream read to its end: nothing to lose
 	for {
 		ev, err := s.Next()
 		if err != nil {

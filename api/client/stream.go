@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package client
 
 import (
@@ -51,6 +54,7 @@ func (c *Client) Events(ctx context.Context, r EventsRequest) (*Stream, error) {
 	} else if r.Since > 0 {
 		q.Set("since", strconv.FormatUint(r.Since, 10))
 	}
+	//nolint:bodyclose // the Stream returned owns the body: its Close closes it
 	resp, err := c.get(ctx, "/v1/events", q, h, http.StatusOK)
 	if err != nil {
 		return nil, err

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package render
 
 import (
@@ -49,7 +52,13 @@ func (a logAxis) ticks(b *strings.Builder, top, bottom float64) {
 		d := time.Duration(math.Pow(10, e) * float64(time.Second))
 		x := a.x(d)
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="grid"/>`, x, top, x, bottom)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, x, bottom+16, format.Duration(d))
+		fmt.Fprintf(
+			b,
+			`<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`,
+			x,
+			bottom+16,
+			format.Duration(d),
+		)
 	}
 }
 
@@ -57,15 +66,24 @@ func (a logAxis) ticks(b *strings.Builder, top, bottom float64) {
 func (a logAxis) marker(b *strings.Builder, d time.Duration, name, class string, top, bottom float64) {
 	x := a.x(d)
 	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="marker %s"/>`, x, top-4, x, bottom, class)
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="marker-label %s-label" text-anchor="middle">%s</text>`, x, top-8, class, esc(name))
+	fmt.Fprintf(
+		b,
+		`<text x="%.1f" y="%.1f" class="marker-label %s-label" text-anchor="middle">%s</text>`,
+		x,
+		top-8,
+		class,
+		esc(name),
+	)
 }
 
 func esc(s string) string { return template.HTMLEscapeString(s) }
 
 func svg(height float64, title string, body string) template.HTML {
 	// Built from escaped parts only.
-	return template.HTML(fmt.Sprintf(`<svg viewBox="0 0 %d %.0f" role="img" aria-label="%s" xmlns="http://www.w3.org/2000/svg">%s</svg>`,
-		chartWidth, height, esc(title), body)) // #nosec G203 -- every runtime string is escaped
+	return template.HTML(
+		fmt.Sprintf(`<svg viewBox="0 0 %d %.0f" role="img" aria-label="%s" xmlns="http://www.w3.org/2000/svg">%s</svg>`,
+			chartWidth, height, esc(title), body),
+	) // #nosec G203 -- every runtime string is escaped
 }
 
 // projectionChart draws the projected relists against the period, the
@@ -98,11 +116,32 @@ func projectionChart(p doctor.Projection) template.HTML {
 		y := top + float64(i)*rowHeight
 		x := axis.x(bar.d)
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="label">%s</text>`, labelWidth-10, y+19, esc(bar.label))
-		fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%.1f" height="18" class="bar %s"/>`, labelWidth, y+6, max(x-labelWidth, 1), bar.class)
+		fmt.Fprintf(
+			&b,
+			`<rect x="%d" y="%.1f" width="%.1f" height="18" class="bar %s"/>`,
+			labelWidth,
+			y+6,
+			max(x-labelWidth, 1),
+			bar.class,
+		)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="value">%s</text>`, x+6, y+19, format.Duration(bar.d))
 	}
-	axis.marker(&b, format.Seconds(p.PeriodSeconds), "period "+format.Duration(format.Seconds(p.PeriodSeconds)), "period", top, bottom)
-	axis.marker(&b, format.Seconds(p.AlertSeconds), "alert "+format.Duration(format.Seconds(p.AlertSeconds)), "alert", top, bottom)
+	axis.marker(
+		&b,
+		format.Seconds(p.PeriodSeconds),
+		"period "+format.Duration(format.Seconds(p.PeriodSeconds)),
+		"period",
+		top,
+		bottom,
+	)
+	axis.marker(
+		&b,
+		format.Seconds(p.AlertSeconds),
+		"alert "+format.Duration(format.Seconds(p.AlertSeconds)),
+		"alert",
+		top,
+		bottom,
+	)
 	axis.marker(&b, threshold, "threshold "+format.Duration(threshold), "threshold", top, bottom)
 	return svg(bottom+axisHeight, "Projected relist durations", b.String())
 }
@@ -132,9 +171,21 @@ func latencyChart(ops []doctor.Operation) template.HTML {
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="label">%s</text>`, labelWidth-10, y+4, esc(o.Name))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="whisker"/>`, xMin, y, xMax, y)
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="14" class="%s"><title>%s: p50 %s, p90 %s, p99 %s, max %s over %d calls</title></rect>`,
-			x50, y-7, max(x99-x50, 2), class, esc(o.Name), format.Duration(format.Seconds(o.P50Seconds)), format.Duration(format.Seconds(o.P90Seconds)),
-			format.Duration(format.Seconds(o.P99Seconds)), format.Duration(format.Seconds(o.MaxSeconds)), o.Calls)
+		fmt.Fprintf(
+			&b,
+			`<rect x="%.1f" y="%.1f" width="%.1f" height="14" class="%s">`+
+				`<title>%s: p50 %s, p90 %s, p99 %s, max %s over %d calls</title></rect>`,
+			x50,
+			y-7,
+			max(x99-x50, 2),
+			class,
+			esc(o.Name),
+			format.Duration(format.Seconds(o.P50Seconds)),
+			format.Duration(format.Seconds(o.P90Seconds)),
+			format.Duration(format.Seconds(o.P99Seconds)),
+			format.Duration(format.Seconds(o.MaxSeconds)),
+			o.Calls,
+		)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="median"/>`, x50, y-9, x50, y+9)
 	}
 	return svg(bottom+axisHeight, "Latency per operation", b.String())
@@ -164,9 +215,29 @@ func podsChart(pods []doctor.PodTiming) template.HTML {
 		if p.Hung {
 			class = "bar pod hung"
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="label">%s</text>`, labelWidth-10, y+19, esc(truncate(p.Pod.String(), 34)))
-		fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%.1f" height="18" class="%s"><title>%s</title></rect>`, labelWidth, y+6, w, class, esc(p.Pod.String()+": "+note))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="value">%s</text>`, float64(labelWidth)+w+6, y+19, esc(format.Duration(format.Seconds(p.Seconds))+" — "+note))
+		fmt.Fprintf(
+			&b,
+			`<text x="%d" y="%.1f" class="label">%s</text>`,
+			labelWidth-10,
+			y+19,
+			esc(truncate(p.Pod.String(), 34)),
+		)
+		fmt.Fprintf(
+			&b,
+			`<rect x="%d" y="%.1f" width="%.1f" height="18" class="%s"><title>%s</title></rect>`,
+			labelWidth,
+			y+6,
+			w,
+			class,
+			esc(p.Pod.String()+": "+note),
+		)
+		fmt.Fprintf(
+			&b,
+			`<text x="%.1f" y="%.1f" class="value">%s</text>`,
+			float64(labelWidth)+w+6,
+			y+19,
+			esc(format.Duration(format.Seconds(p.Seconds))+" — "+note),
+		)
 	}
 	return svg(top+float64(len(pods))*rowHeight+8, "Slowest pods", b.String())
 }

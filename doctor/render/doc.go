@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package render writes the report of a diagnosis (doctor.Report) for
 // people and for programs: text for a terminal, JSON, and one
 // self-contained HTML page with its charts. It decides nothing: the

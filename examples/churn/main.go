@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command churn runs the generator over an in-memory runtime whose
 // containers keep exiting and restarting, and prints the events it
 // delivers: the library at work, without a container runtime.
@@ -101,9 +104,13 @@ func newChurningRuntime(n int, seed uint64) (*fakeruntime.Runtime, func()) {
 	var specs []fakeruntime.Pod
 	for i := range n {
 		p := fakeruntime.Pod{
-			UID: fmt.Sprintf("%08x-pod", i), Name: fmt.Sprintf("web-%d", i), Namespace: "shop",
+			UID:       fmt.Sprintf("%08x-pod", i),
+			Name:      fmt.Sprintf("web-%d", i),
+			Namespace: "shop",
 			IPs:       []string{fmt.Sprintf("10.244.0.%d", i+2)},
-			Sandboxes: []fakeruntime.Sandbox{{ID: fmt.Sprintf("sandbox-%03d", i), State: runtimeapi.PodSandboxState_SANDBOX_READY}},
+			Sandboxes: []fakeruntime.Sandbox{
+				{ID: fmt.Sprintf("sandbox-%03d", i), State: runtimeapi.PodSandboxState_SANDBOX_READY},
+			},
 		}
 		for _, name := range []string{"app", "sidecar", "metrics"} {
 			p.Containers = append(p.Containers, fakeruntime.Container{

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -109,7 +112,9 @@ func TestConfigFileEnvironmentAndFlags(t *testing.T) {
 
 	// A config value that fails validation is refused like a flag.
 	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("relist-period: 5m\n"), 0o644)
+	if err := os.WriteFile(bad, []byte("relist-period: 5m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := run(t, "pods", "--config", bad); err == nil || !strings.Contains(err.Error(), "relist threshold 3m0s must be greater than the relist period 5m0s") {
 		t.Errorf("bad config value: %v", err)
 	}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -61,7 +64,10 @@ func applyConfigData(cmd *cobra.Command, path string, data []byte) error {
 			}
 			continue
 		}
-		if !slices.ContainsFunc(slices.Collect(maps.Values(commands)), func(c *cobra.Command) bool { return hasFlag(c, key) }) {
+		if !slices.ContainsFunc(
+			slices.Collect(maps.Values(commands)),
+			func(c *cobra.Command) bool { return hasFlag(c, key) },
+		) {
 			return fmt.Errorf("--config %s: %q is not a flag of any pleg command", path, key)
 		}
 		top[key] = v

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -21,90 +24,105 @@ import (
 	"github.com/plegkit/pleg/metrics"
 )
 
-func newDemoCommand(g *global) *cobra.Command {
-	var (
-		duration time.Duration
-		listen   string
-		sim      simFlags
-	)
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the daemon over a simulated runtime with churn, and show what it does",
-		Long: `Demo starts a simulated runtime whose containers crash, exit and restart and
+// demoLong is pleg demo's help.
+const demoLong = `Demo starts a simulated runtime whose containers crash, exit and restart and
 whose pods come and go, runs the daemon over it, and prints once a second the
 pods it sees, the events it delivers per second by type, its relist duration
 and its health, for --duration or until Ctrl-C. The daemon's API is served
-meanwhile; the address is printed at the start.`,
-		Args: cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			if duration < 0 {
-				return fmt.Errorf("--duration %v: must be 0 (until Ctrl-C) or more", duration)
-			}
-			return sim.validate()
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if duration > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, duration)
-				defer cancel()
-			}
-			// The summary is the demo's output: logs only when they matter.
-			if g.verbosity < 4 {
-				g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			}
-			rt, cleanup, err := g.watchedRuntime(ctx, true, sim, 2*time.Minute)
-			if err != nil {
-				return err
-			}
-			defer cleanup()
-			d, err := daemon.New(daemon.Config{Runtime: rt, Generator: g.generatorOptions(), Listen: listen, Logger: g.log})
-			if err != nil {
-				return err
-			}
-			counts := &eventCounts{byType: map[pleg.EventType]int{}}
-			sub := d.Gen.Subscribe()
-			defer sub.Close()
-			go counts.count(ctx, sub)
-			done := make(chan error, 1)
-			go func() { done <- d.Run(ctx) }()
+meanwhile; the address is printed at the start.`
 
-			url := "http://" + d.Addr()
-			if strings.HasPrefix(d.Addr(), "unix://") {
-				url = d.Addr()
+// demoFlags are pleg demo's settings, as its flags set them.
+type demoFlags struct {
+	duration time.Duration
+	listen   string
+	sim      simFlags
+}
+
+func newDemoCommand(g *global) *cobra.Command {
+	var o demoFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the daemon over a simulated runtime with churn, and show what it does",
+		Long:  demoLong,
+		Args:  cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if o.duration < 0 {
+				return fmt.Errorf("--duration %v: must be 0 (until Ctrl-C) or more", o.duration)
 			}
-			fmt.Fprintf(g.stdout, "pleg demo: %d simulated pods x %d containers, churn %s, latency %s\n", sim.pods, sim.containers, sim.churn, sim.latency)
-			fmt.Fprintf(g.stdout, "API on %s: try curl %s/healthz, %s/v1/pods, %s/v1/events\n\n", url, url, url, url)
-			show := newSummaryView(g.stdout)
-			start := time.Now()
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			var (
-				prev map[pleg.EventType]int
-				last summary
-			)
-			for {
-				select {
-				case err := <-done:
-					s := demoSummary(d, counts, prev, time.Since(start), true)
-					// Stopping closed the event stream: the mode line of
-					// the last frame says how it ran.
-					s.mode = cmp.Or(last.mode, s.mode)
-					show.render(s)
-					return err
-				case <-tick.C:
-					last = demoSummary(d, counts, prev, time.Since(start), false)
-					prev = last.totals
-					show.render(last)
-				}
-			}
+			return o.sim.validate()
 		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
 	}
 	f := cmd.Flags()
-	f.DurationVar(&duration, "duration", 0, "how long to run; 0 runs until Ctrl-C")
-	f.StringVar(&listen, "listen", "127.0.0.1:0", "address of the API (port 0: any free port)")
-	sim.register(f, "")
+	f.DurationVar(&o.duration, "duration", 0, "how long to run; 0 runs until Ctrl-C")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:0", "address of the API (port 0: any free port)")
+	o.sim.register(f, "")
 	return cmd
+}
+
+// run starts the simulated runtime and the daemon over it, and shows what
+// the daemon does until the duration ends or a signal stops it.
+func (o *demoFlags) run(ctx context.Context, g *global) error {
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	// The summary is the demo's output: logs only when they matter.
+	if g.verbosity < 4 {
+		g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	rt, cleanup, err := g.watchedRuntime(ctx, true, o.sim, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	d, err := daemon.New(daemon.Config{Runtime: rt, Generator: g.generatorOptions(), Listen: o.listen, Logger: g.log})
+	if err != nil {
+		return err
+	}
+	counts := &eventCounts{byType: map[pleg.EventType]int{}}
+	sub := d.Gen.Subscribe()
+	defer sub.Close()
+	go counts.count(ctx, sub)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+
+	url := "http://" + d.Addr()
+	if strings.HasPrefix(d.Addr(), "unix://") {
+		url = d.Addr()
+	}
+	g.printf("pleg demo: %d simulated pods x %d containers, churn %s, latency %s\n",
+		o.sim.pods, o.sim.containers, o.sim.churn, o.sim.latency)
+	g.printf("API on %s: try curl %s/healthz, %s/v1/pods, %s/v1/events\n\n", url, url, url, url)
+	return showDemo(d, counts, done, newSummaryView(g.stdout))
+}
+
+// showDemo renders a summary once a second until the daemon stops, then
+// the last one.
+func showDemo(d *daemon.Daemon, counts *eventCounts, done <-chan error, show *summaryView) error {
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var (
+		prev map[pleg.EventType]int
+		last summary
+	)
+	for {
+		select {
+		case err := <-done:
+			s := demoSummary(d, counts, prev, time.Since(start), true)
+			// Stopping closed the event stream: the mode line of the last
+			// frame says how it ran.
+			s.mode = cmp.Or(last.mode, s.mode)
+			show.render(s)
+			return err
+		case <-tick.C:
+			last = demoSummary(d, counts, prev, time.Since(start), false)
+			prev = last.totals
+			show.render(last)
+		}
+	}
 }
 
 // eventCounts counts the events a subscription delivers, by type.
@@ -149,9 +167,21 @@ type summary struct {
 	mode                 string
 }
 
-func demoSummary(d *daemon.Daemon, counts *eventCounts, prev map[pleg.EventType]int, elapsed time.Duration, final bool) summary {
-	s := summary{elapsed: elapsed, final: final, totals: counts.snapshot(), perSecond: map[pleg.EventType]int{}, health: "ok",
-		mode: modeLine(d.Gen.Status())}
+func demoSummary(
+	d *daemon.Daemon,
+	counts *eventCounts,
+	prev map[pleg.EventType]int,
+	elapsed time.Duration,
+	final bool,
+) summary {
+	s := summary{
+		elapsed:   elapsed,
+		final:     final,
+		totals:    counts.snapshot(),
+		perSecond: map[pleg.EventType]int{},
+		health:    "ok",
+		mode:      modeLine(d.Gen.Status()),
+	}
 	for typ, n := range s.totals {
 		s.perSecond[typ] = n - prev[typ]
 	}
@@ -219,7 +249,7 @@ func newSummaryView(w io.Writer) *summaryView {
 
 func (v *summaryView) render(s summary) {
 	if !v.terminal && !s.final {
-		fmt.Fprintln(v.w, s.line())
+		_, _ = fmt.Fprintln(v.w, s.line()) // stdout: see global.printf
 		return
 	}
 	var b strings.Builder
@@ -231,7 +261,13 @@ func (v *summaryView) render(s summary) {
 	fmt.Fprintf(&b, "  pods        %d (containers: %d running, %d exited)\n", s.pods, s.running, s.exited)
 	fmt.Fprintf(&b, "  events/s    %s\n", eventLine(s.perSecond))
 	fmt.Fprintf(&b, "  events      %s\n", eventLine(s.totals))
-	fmt.Fprintf(&b, "  relist      p50 %v  p99 %v  (%d relists)\n", s.relistP50.Round(time.Millisecond), s.relistP99.Round(time.Millisecond), s.relists)
+	fmt.Fprintf(
+		&b,
+		"  relist      p50 %v  p99 %v  (%d relists)\n",
+		s.relistP50.Round(time.Millisecond),
+		s.relistP99.Round(time.Millisecond),
+		s.relists,
+	)
 	fmt.Fprintf(&b, "  health      %s\n", s.health)
 	fmt.Fprintf(&b, "  mode        %s\n", s.mode)
 	text := b.String()
@@ -239,12 +275,12 @@ func (v *summaryView) render(s summary) {
 		text = fit(text, v.width)
 		if v.lines > 0 {
 			// Up over the previous frame and clear it.
-			fmt.Fprintf(v.w, "\033[%dA\033[J", v.lines)
+			_, _ = fmt.Fprintf(v.w, "\033[%dA\033[J", v.lines) // stdout: see global.printf
 		}
 	} else {
-		fmt.Fprintln(v.w)
+		_, _ = fmt.Fprintln(v.w)
 	}
-	fmt.Fprint(v.w, text)
+	_, _ = fmt.Fprint(v.w, text)
 	v.lines = strings.Count(text, "\n")
 }
 
@@ -288,13 +324,21 @@ func modeLine(st pleg.Status) string {
 	case st.StreamSince.IsZero():
 		return fmt.Sprintf("relist every %v; connecting to the event stream", st.RelistPeriod)
 	default:
-		return fmt.Sprintf("relist every %v; event stream down since %s: %v", st.RelistPeriod, stamp(st.StreamSince), st.StreamError)
+		return fmt.Sprintf(
+			"relist every %v; event stream down since %s: %v",
+			st.RelistPeriod,
+			stamp(st.StreamSince),
+			st.StreamError,
+		)
 	}
 }
 
 func eventLine(m map[pleg.EventType]int) string {
 	var parts []string
-	for _, t := range []pleg.EventType{pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet} {
+	types := []pleg.EventType{
+		pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet,
+	}
+	for _, t := range types {
 		parts = append(parts, fmt.Sprintf("%s %d", strings.TrimPrefix(string(t), "Container"), m[t]))
 	}
 	return strings.Join(parts, "  ")

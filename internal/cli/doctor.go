@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -26,33 +29,8 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 // bad as an unhealthy verdict, since nothing says the node is fine.
 const doctorFailed = 2
 
-func newDoctorCommand(g *global) *cobra.Command {
-	var (
-		budget      time.Duration
-		sample      int
-		concurrency int
-		server      serverFlags
-		daemon      *client.Client
-		output      string
-		htmlFile    string
-	)
-	options := func() doctor.Options {
-		return doctor.Options{
-			Endpoint:        g.endpoint,
-			Budget:          budget,
-			CallTimeout:     g.timeout,
-			Sample:          sample,
-			Concurrency:     concurrency,
-			RelistPeriod:    g.relistPeriod,
-			RelistThreshold: g.relistThreshold,
-			PlegConcurrency: g.inspectConcurrency,
-			Daemon:          daemon,
-		}
-	}
-	cmd := &cobra.Command{
-		Use:   "doctor",
-		Short: `Diagnose why a node's PLEG is, or may become, "not healthy"`,
-		Long: `Doctor diagnoses a node whose kubelet reports "PLEG is not healthy", or
+// doctorLong is pleg doctor's help.
+const doctorLong = `Doctor diagnoses a node whose kubelet reports "PLEG is not healthy", or
 might: it asks the CRI runtime what the kubelet's relist asks, times every
 call, counts pods and containers, projects the relist against the kubelet's
 period and threshold (--relist-period 1s, --relist-threshold 3m; pleg's own
@@ -71,59 +49,100 @@ Exit status:
   0  healthy: nothing found that would make the PLEG unhealthy
   1  at risk: healthy now, but something found would make it unhealthy
      under load or after a restart, or delays its events
-  2  unhealthy, the runtime does not answer, or the diagnosis could not run`,
-		Example: `  # Diagnose the node's containerd
+  2  unhealthy, the runtime does not answer, or the diagnosis could not run`
+
+// doctorExample is pleg doctor's examples.
+const doctorExample = `  # Diagnose the node's containerd
   pleg doctor
 
   # CRI-O, a report to share, and a running pleg daemon's own figures
   pleg doctor -r unix:///var/run/crio/crio.sock --html /tmp/pleg-doctor.html --server http://127.0.0.1:9847
 
   # A large node: 200 pods spread over the node, 4 at a time, within 2 minutes
-  pleg doctor --sample 200 --concurrency 4 --budget 2m -o json`,
-		Args: cobra.NoArgs,
+  pleg doctor --sample 200 --concurrency 4 --budget 2m -o json`
+
+// doctorFlags are pleg doctor's settings, as its flags set them.
+type doctorFlags struct {
+	budget      time.Duration
+	sample      int
+	concurrency int
+	server      serverFlags
+	daemon      *client.Client
+	output      string
+	htmlFile    string
+}
+
+func newDoctorCommand(g *global) *cobra.Command {
+	var o doctorFlags
+	cmd := &cobra.Command{
+		Use:     "doctor",
+		Short:   `Diagnose why a node's PLEG is, or may become, "not healthy"`,
+		Long:    doctorLong,
+		Example: doctorExample,
+		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			daemon, err = server.client()
-			return errors.Join(err, oneOf("output", output, "text", "json"), notZero(cmd.Flags(), "budget", "concurrency"), options().Validate())
+			o.daemon, err = o.server.client()
+			return errors.Join(err, oneOf("output", o.output, "text", "json"),
+				notZero(cmd.Flags(), "budget", "concurrency"), o.options(g).Validate())
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			rt, err := g.runtime(doctor.DefaultCallTimeout)
-			if err != nil {
-				return err
-			}
-			defer rt.Close()
-			report, err := doctor.Diagnose(ctx, rt.Client(), options())
-			if err != nil {
-				return err
-			}
-			if htmlFile != "" {
-				if err := writeFile(htmlFile, func(w io.Writer) error { return render.HTML(w, report) }); err != nil {
-					return fmt.Errorf("--html: %w", err)
-				}
-			}
-			if output == "json" {
-				err = render.JSON(g.stdout, report)
-			} else {
-				err = render.Text(g.stdout, report)
-			}
-			if err != nil {
-				return err
-			}
-			if code := report.Verdict.ExitCode(); code != 0 {
-				return exitStatus(code)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
 	f := cmd.Flags()
-	f.DurationVar(&budget, "budget", doctor.DefaultBudget, "time the whole diagnosis may take")
-	f.IntVar(&sample, "sample", 0, "inspect this many pods, spread over the node (0: every pod)")
-	f.IntVar(&concurrency, "concurrency", doctor.DefaultConcurrency, "pods inspected at once (1: as the kubelet, each call timed alone)")
-	server.register(f, "also read the health and relist figures of the pleg daemon at this address")
-	f.StringVarP(&output, "output", "o", "text", "text or json")
-	f.StringVar(&htmlFile, "html", "", "also write the report as a self-contained HTML page to this file")
+	f.DurationVar(&o.budget, "budget", doctor.DefaultBudget, "time the whole diagnosis may take")
+	f.IntVar(&o.sample, "sample", 0, "inspect this many pods, spread over the node (0: every pod)")
+	f.IntVar(&o.concurrency, "concurrency", doctor.DefaultConcurrency,
+		"pods inspected at once (1: as the kubelet, each call timed alone)")
+	o.server.register(f, "also read the health and relist figures of the pleg daemon at this address")
+	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	f.StringVar(&o.htmlFile, "html", "", "also write the report as a self-contained HTML page to this file")
 	return cmd
+}
+
+// options are the diagnosis' options, from the flags and the global ones.
+func (o *doctorFlags) options(g *global) doctor.Options {
+	return doctor.Options{
+		Endpoint:        g.endpoint,
+		Budget:          o.budget,
+		CallTimeout:     g.timeout,
+		Sample:          o.sample,
+		Concurrency:     o.concurrency,
+		RelistPeriod:    g.relistPeriod,
+		RelistThreshold: g.relistThreshold,
+		PlegConcurrency: g.inspectConcurrency,
+		Daemon:          o.daemon,
+	}
+}
+
+// run diagnoses the node, writes the report, and exits with the verdict's
+// status.
+func (o *doctorFlags) run(cmd *cobra.Command, g *global) error {
+	rt, err := g.runtime(doctor.DefaultCallTimeout)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	report, err := doctor.Diagnose(cmd.Context(), rt.Client(), o.options(g))
+	if err != nil {
+		return err
+	}
+	if o.htmlFile != "" {
+		if err := writeFile(o.htmlFile, func(w io.Writer) error { return render.HTML(w, report) }); err != nil {
+			return fmt.Errorf("--html: %w", err)
+		}
+	}
+	if o.output == "json" {
+		err = render.JSON(g.stdout, report)
+	} else {
+		err = render.Text(g.stdout, report)
+	}
+	if err != nil {
+		return err
+	}
+	if code := report.Verdict.ExitCode(); code != 0 {
+		return exitStatus(code)
+	}
+	return nil
 }
 
 // writeFile writes the file at path through write, never through a
@@ -152,7 +171,7 @@ func writeFile(path string, write func(w io.Writer) error) error {
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name()) // the write failed already: that error is the one to tell
 	}
 	return err
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -25,13 +28,17 @@ type kubeFlags struct {
 }
 
 func (k *kubeFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&k.kubeconfig, "kubeconfig", "", "report a node condition and events to the Kubernetes API server of this kubeconfig file")
-	f.BoolVar(&k.inCluster, "in-cluster", false, "report a node condition and events to the Kubernetes API server, with the pod's service account")
+	f.StringVar(&k.kubeconfig, "kubeconfig", "", "report a node condition and events to the Kubernetes API server of "+
+		"this kubeconfig file")
+	f.BoolVar(&k.inCluster, "in-cluster", false, "report a node condition and events to the Kubernetes API server, with "+
+		"the pod's service account")
 	f.StringVar(&k.nodeName, "node-name", "", "the Node object to report on (default: $NODE_NAME, else the host name)")
-	f.Float32Var(&k.qps, "kube-api-qps", kubereport.DefaultQPS, "requests a second to the Kubernetes API server, on average")
+	f.Float32Var(&k.qps, "kube-api-qps", kubereport.DefaultQPS, "requests a second to the Kubernetes API server, on "+
+		"average")
 	f.IntVar(&k.burst, "kube-api-burst", kubereport.DefaultBurst, "requests to the Kubernetes API server at once, at most")
 	f.DurationVar(&k.heartbeat, "heartbeat-period", kubereport.DefaultHeartbeat,
-		"how often the node condition's lastHeartbeatTime is refreshed while nothing changes (node-problem-detector's --k8s-exporter-heartbeat-period)")
+		"how often the node condition's lastHeartbeatTime is refreshed while nothing changes (node-problem-detector's "+
+			"--k8s-exporter-heartbeat-period)")
 }
 
 func (k *kubeFlags) enabled() bool { return k.kubeconfig != "" || k.inCluster }

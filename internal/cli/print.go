@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -54,7 +57,14 @@ func (p *eventPrinter) print(ev api.Event) error {
 		_, err := fmt.Fprintf(p.w, eventRow, t, ev.Type, "-", missed)
 		return err
 	}
-	_, err := fmt.Fprintf(p.w, eventRow, t, printable(ev.Type), printable(ev.PodNamespace+"/"+ev.PodName), containerColumn(ev))
+	_, err := fmt.Fprintf(
+		p.w,
+		eventRow,
+		t,
+		printable(ev.Type),
+		printable(ev.PodNamespace+"/"+ev.PodName),
+		containerColumn(ev),
+	)
 	return err
 }
 
@@ -160,19 +170,20 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 	}
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tSTATE\tATTEMPT\tCREATED\tINFO")
+	_, _ = fmt.Fprintln(tw, "NAME\tID\tSTATE\tATTEMPT\tCREATED\tINFO") // into a bytes.Buffer: cannot fail
 	for _, p := range list.Pods {
 		id, state, attempt, created := "-", "-", "", "-"
 		if len(p.Sandboxes) > 0 {
 			sb := p.Sandboxes[0]
-			id, state, attempt, created = shortID(sb.ID, noTrunc), titled(sb.State), fmt.Sprint(sb.Attempt), ago(sb.CreatedAt, now)
+			id, state = shortID(sb.ID, noTrunc), titled(sb.State)
+			attempt, created = fmt.Sprint(sb.Attempt), ago(sb.CreatedAt, now)
 		}
 		info := strings.Join(p.IPs, ", ")
 		if p.Error != "" {
 			info = "inspection failed: " + p.Error
 		}
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Namespace), printable(p.Name), printable(id), printable(state),
-			attempt, created, printable(info))
+		_, _ = fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Namespace), printable(p.Name),
+			printable(id), printable(state), attempt, created, printable(info))
 		for _, c := range p.Containers {
 			info := ""
 			if c.ExitCode != nil {
@@ -181,8 +192,9 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 					info += " (" + c.Reason + ")"
 				}
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", printable(c.Name), printable(shortID(c.ID, noTrunc)), printable(titled(c.State)),
-				c.RestartCount, ago(c.CreatedAt, now), printable(info))
+			_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", printable(c.Name),
+				printable(shortID(c.ID, noTrunc)), printable(titled(c.State)), c.RestartCount,
+				ago(c.CreatedAt, now), printable(info))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -190,7 +202,10 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 	}
 	// tabwriter pads the cell before an empty last one.
 	for _, line := range strings.SplitAfter(table.String(), "\n") {
-		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n"))); err != nil {
+		if _, err := io.WriteString(
+			w,
+			strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")),
+		); err != nil {
 			return err
 		}
 	}

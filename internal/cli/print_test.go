@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -129,17 +132,17 @@ func TestAgo(t *testing.T) {
 // escapes what a terminal would act on; JSON keeps its meaning.
 func TestControlCharactersAreEscaped(t *testing.T) {
 	const (
-		clear    = "\x1b[2J\x1b[H"     // clear the screen
+		clearScr = "\x1b[2J\x1b[H"     // clear the screen
 		title    = "\x1b]0;pwned\a"    // set the window title
 		csi      = "\u009b31m"         // C1 control sequence introducer
 		override = "evil\u202etxt.exe" // right-to-left override
 	)
-	name := "web" + clear + title + csi
+	name := "web" + clearScr + title + csi
 	ev := api.Event{Seq: 1, Time: t0, Type: "ContainerStarted", PodUID: "u1", PodName: override, PodNamespace: "shop\tx",
 		ContainerID: "c0ffee\x07", ContainerName: name}
 	list := api.PodList{Pods: []api.Pod{{UID: "u1", Name: override, Namespace: "shop", Error: "bad\x1b[1A\r\x00\xff",
 		Sandboxes:  []api.Sandbox{{ID: "sb\x1b", State: "ready"}},
-		Containers: []api.Container{{ID: "c\x1b", Name: name, State: "exited", ExitCode: code(1), Reason: "Error" + clear}}}}}
+		Containers: []api.Container{{ID: "c\x1b", Name: name, State: "exited", ExitCode: code(1), Reason: "Error" + clearScr}}}}}
 
 	outputs := map[string]*bytes.Buffer{}
 	for _, asJSON := range []bool{false, true} {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cli holds the commands of the pleg binary.
 package cli
 
@@ -42,6 +45,13 @@ type global struct {
 	log            *slog.Logger
 }
 
+// printf writes to the command's standard output. A write that fails
+// there has nowhere else to be told, and the command's exit status says
+// what matters: the error is dropped.
+func (g *global) printf(format string, args ...any) {
+	_, _ = fmt.Fprintf(g.stdout, format, args...)
+}
+
 // NewCommand returns the pleg command with every subcommand.
 func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	g := &global{stdout: stdout, stderr: stderr}
@@ -60,14 +70,25 @@ events, keeps a pod status cache and reports its health.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	f := root.PersistentFlags()
-	f.StringVarP(&g.endpoint, "runtime-endpoint", "r", cri.DefaultEndpoint, "CRI runtime endpoint, unix:///path (env CONTAINER_RUNTIME_ENDPOINT)")
-	f.DurationVarP(&g.timeout, "timeout", "t", 0, "deadline of each runtime call (default 2m for run, watch and demo; 10s for the others)")
-	f.StringVar(&g.mode, "mode", string(pleg.ModeAuto), "auto (the runtime's event stream where it has one), generic (relisting alone) or evented")
+	f.StringVarP(&g.endpoint, "runtime-endpoint", "r", cri.DefaultEndpoint, "CRI runtime endpoint, unix:///path (env "+
+		"CONTAINER_RUNTIME_ENDPOINT)")
+	f.DurationVarP(&g.timeout, "timeout", "t", 0, "deadline of each runtime call (default 2m for run, watch and demo; "+
+		"10s for the others)")
+	f.StringVar(&g.mode, "mode", string(pleg.ModeAuto), "auto (the runtime's event stream where it has one), generic "+
+		"(relisting alone) or evented")
 	f.DurationVar(&g.relistPeriod, "relist-period", pleg.DefaultRelistPeriod, "pause between global relists")
-	f.DurationVar(&g.relistThreshold, "relist-threshold", pleg.DefaultRelistThreshold, "unhealthy after this long without a successful relist")
-	f.DurationVar(&g.eventedPeriod, "evented-relist-period", pleg.DefaultEventedRelistPeriod, "pause between global relists while the runtime's event stream drives")
-	f.DurationVar(&g.eventedThreshold, "evented-relist-threshold", pleg.DefaultEventedRelistThreshold, "health threshold while the runtime's event stream drives")
-	f.IntVar(&g.inspectConcurrency, "inspect-concurrency", pleg.DefaultInspectConcurrency, "pods inspected at once (1: the kubelet's serial order)")
+	f.DurationVar(&g.relistThreshold, "relist-threshold", pleg.DefaultRelistThreshold, "unhealthy after this long "+
+		"without a successful relist")
+	f.DurationVar(&g.eventedPeriod, "evented-relist-period", pleg.DefaultEventedRelistPeriod, "pause between global "+
+		"relists while the runtime's event stream drives")
+	f.DurationVar(
+		&g.eventedThreshold,
+		"evented-relist-threshold",
+		pleg.DefaultEventedRelistThreshold,
+		"health threshold while the runtime's event stream drives",
+	)
+	f.IntVar(&g.inspectConcurrency, "inspect-concurrency", pleg.DefaultInspectConcurrency, "pods inspected at once (1: "+
+		"the kubelet's serial order)")
 	f.StringVar(&g.configFile, "config", "", "YAML file of flag values, keyed by flag name; flags on the command line win")
 	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
 	f.IntVarP(&g.verbosity, "v", "v", 0, "log verbosity; 4 and up logs every state change, as the kubelet's -v=4")
@@ -93,8 +114,8 @@ func Execute() int {
 }
 
 // execute runs cmd and returns the exit code: a command's own exit status;
-// 128 plus the signal's number, quietly, for a command that a signal cut
-// short, as a shell reports it; or 1 for an error, which is printed;
+// 128 plus the signal's number, printing nothing, for a command that a
+// signal cut short, as a shell reports it; or 1 for an error, which is printed;
 // doctor's errors are 2, as its exit status says.
 func execute(ctx context.Context, cmd *cobra.Command, stderr io.Writer) int {
 	c, err := cmd.ExecuteContextC(ctx)
@@ -111,7 +132,7 @@ func execute(ctx context.Context, cmd *cobra.Command, stderr io.Writer) int {
 			return 128 + int(n)
 		}
 	}
-	fmt.Fprintln(stderr, "pleg:", err)
+	_, _ = fmt.Fprintln(stderr, "pleg:", err) // nowhere else to tell it
 	if c != nil && c.Name() == "doctor" {
 		return doctorFailed
 	}
@@ -158,7 +179,17 @@ func (g *global) validate(fs *pflag.FlagSet) error {
 	if fs.Changed("timeout") && g.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %v: must be positive (leave it out for the command's default)", g.timeout))
 	}
-	errs = append(errs, notZero(fs, "relist-period", "relist-threshold", "evented-relist-period", "evented-relist-threshold", "inspect-concurrency"))
+	errs = append(
+		errs,
+		notZero(
+			fs,
+			"relist-period",
+			"relist-threshold",
+			"evented-relist-period",
+			"evented-relist-threshold",
+			"inspect-concurrency",
+		),
+	)
 	errs = append(errs, oneOf("log-format", g.logFormat, "text", "json"))
 	if g.verbosity < 0 {
 		errs = append(errs, fmt.Errorf("-v %d: must be 0 or more", g.verbosity))

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/plegkit/pleg/api"
@@ -47,17 +51,8 @@ func (b byteSize) Set(s string) error {
 
 func (byteSize) Type() string { return "size" }
 
-func newRunCommand(g *global) *cobra.Command {
-	var (
-		cfg      daemon.Config
-		simulate bool
-		sim      simFlags
-		kube     kubeFlags
-	)
-	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Run the node daemon: watch the runtime and serve health, metrics, pods and events over HTTP",
-		Long: `Run watches the runtime at --runtime-endpoint and serves, on --listen:
+// runLong is pleg run's help.
+const runLong = `Run watches the runtime at --runtime-endpoint and serves, on --listen:
 
   GET /healthz          200 "ok", or 500 "PLEG is not healthy: <reason>"
   GET /readyz           200 once the first relist is written to the cache and
@@ -82,87 +77,134 @@ the Prometheus exporters' format.
 With --simulate it watches an embedded simulated runtime instead.
 
 The daemon sets Go's garbage collection target to 50 (GOGC=50) unless the
-GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`,
-		Args: cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			var errs []error
-			for _, v := range []struct {
-				flag string
-				n    int
-			}{{"event-buffer", cfg.EventBuffer}, {"max-streams", cfg.MaxStreams}, {"max-streams-per-client", cfg.MaxStreamsPerClient},
-				{"max-connections", cfg.Limits.MaxConnections}} {
-				if v.n < 1 {
-					errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.flag, v.n))
-				}
-			}
-			if cfg.EventBufferBytes < 1 {
-				errs = append(errs, fmt.Errorf("--event-buffer-bytes %d: must be at least 1", cfg.EventBufferBytes))
-			}
-			if cfg.StreamIdleTimeout <= 0 {
-				errs = append(errs, fmt.Errorf("--stream-idle-timeout %v: must be more than 0", cfg.StreamIdleTimeout))
-			}
-			if simulate {
-				errs = append(errs, sim.validate())
-			}
-			errs = append(errs, kube.validate())
-			return errors.Join(errs...)
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
-			// Most of the daemon's heap is the pod cache, which lives as
-			// long as the daemon; the default target (GOGC=100) lets the
-			// heap grow to twice that between collections. 50 keeps it at
-			// one and a half, for a few percent of a core at 10,000 pods.
-			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(50)
-			}
-			defer logKlogTo(g.log, g.verbosity)()
-			kubeConfig, err := kube.config()
-			if err != nil {
-				return err
-			}
-			rt, cleanup, err := g.watchedRuntime(ctx, simulate, sim, 2*time.Minute)
-			if err != nil {
-				return err
-			}
-			defer cleanup()
-			if simulate && !cmd.Flags().Changed("state-dir") {
-				// A simulated node's pods are not the node's: they must
-				// not be what a real run carries on from.
-				cfg.StateDir = ""
-			}
-			cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
-			d, err := daemon.New(cfg)
-			if err != nil {
-				return err
-			}
-			return d.Run(ctx)
-		},
+GOGC environment variable says otherwise; GOMEMLIMIT is honoured.`
+
+// runFlags are pleg run's settings, as its flags set them.
+type runFlags struct {
+	cfg      daemon.Config
+	simulate bool
+	sim      simFlags
+	kube     kubeFlags
+}
+
+func newRunCommand(g *global) *cobra.Command {
+	var o runFlags
+	cmd := &cobra.Command{
+		Use:     "run",
+		Short:   "Run the node daemon: watch the runtime and serve health, metrics, pods and events over HTTP",
+		Long:    runLong,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return o.validate() },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
-	f := cmd.Flags()
+	o.register(cmd.Flags(), g)
+	return cmd
+}
+
+// validate rejects the flags' values the daemon could not run with, all at
+// once.
+func (o *runFlags) validate() error {
+	cfg := &o.cfg
+	var errs []error
+	for _, v := range []struct {
+		flag string
+		n    int
+	}{
+		{"event-buffer", cfg.EventBuffer},
+		{"max-streams", cfg.MaxStreams},
+		{"max-streams-per-client", cfg.MaxStreamsPerClient},
+		{"max-connections", cfg.Limits.MaxConnections},
+	} {
+		if v.n < 1 {
+			errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.flag, v.n))
+		}
+	}
+	if cfg.EventBufferBytes < 1 {
+		errs = append(errs, fmt.Errorf("--event-buffer-bytes %d: must be at least 1", cfg.EventBufferBytes))
+	}
+	if cfg.StreamIdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--stream-idle-timeout %v: must be more than 0", cfg.StreamIdleTimeout))
+	}
+	if o.simulate {
+		errs = append(errs, o.sim.validate())
+	}
+	errs = append(errs, o.kube.validate())
+	return errors.Join(errs...)
+}
+
+// run starts the daemon and serves until a signal stops it.
+func (o *runFlags) run(cmd *cobra.Command, g *global) error {
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	// Most of the daemon's heap is the pod cache, which lives as long as
+	// the daemon; the default target (GOGC=100) lets the heap grow to
+	// twice that between collections. 50 keeps it at one and a half, for a
+	// few percent of a core at 10,000 pods.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(50)
+	}
+	defer logKlogTo(g.log, g.verbosity)()
+	kubeConfig, err := o.kube.config()
+	if err != nil {
+		return err
+	}
+	rt, cleanup, err := g.watchedRuntime(ctx, o.simulate, o.sim, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cfg := o.cfg
+	if o.simulate && !cmd.Flags().Changed("state-dir") {
+		// A simulated node's pods are not the node's: they must not be
+		// what a real run carries on from.
+		cfg.StateDir = ""
+	}
+	cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
+	d, err := daemon.New(cfg)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+// register declares pleg run's flags.
+func (o *runFlags) register(f *pflag.FlagSet, g *global) {
+	cfg := &o.cfg
 	f.StringVar(&cfg.Listen, "listen", daemon.DefaultListen, "address of the whole API: host:port, or unix:///path")
-	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving only /metrics and the probes /healthz, /readyz, /livez, e.g. on the pod network: host:port, or unix:///path")
-	f.StringVar(&cfg.ListenGroup, "listen-group", "", "group (name or number) owning the unix sockets, which are created with mode 0660")
-	f.StringVar(&cfg.WebConfigFile, "web-config-file", "", "Prometheus exporter web config: TLS, client certificates and basic auth on every listener")
-	f.IntVar(&cfg.EventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from, at most")
-	f.Int64Var(&cfg.EventBufferBytes, "event-buffer-bytes", journal.DefaultMaxBytes, "bytes of events kept for clients to resume from, at most, as encoded; the oldest go first")
-	f.StringVar(&cfg.StateDir, "state-dir", daemon.DefaultStateDir, `directory keeping the journal across restarts (events, sequence numbers, what was last reported of each container); "" keeps it in memory. Default "" with --simulate`)
-	f.Var(&syncFlag{&cfg.StateSync}, "state-sync", `how often the journal's writes are forced to disk: a period, "always" (every change, slower) or "never" (left to the OS); a machine that goes down loses at most this much, and clients are told of it as a Gap`)
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "",
+		"address serving only /metrics and the probes /healthz, /readyz, /livez, e.g. on the pod network: "+
+			"host:port, or unix:///path")
+	f.StringVar(&cfg.ListenGroup, "listen-group", "",
+		"group (name or number) owning the unix sockets, which are created with mode 0660")
+	f.StringVar(&cfg.WebConfigFile, "web-config-file", "",
+		"Prometheus exporter web config: TLS, client certificates and basic auth on every listener")
+	f.IntVar(&cfg.EventBuffer, "event-buffer", daemon.DefaultEventBuffer, "events kept for clients to resume from, at "+
+		"most")
+	f.Int64Var(&cfg.EventBufferBytes, "event-buffer-bytes", journal.DefaultMaxBytes,
+		"bytes of events kept for clients to resume from, at most, as encoded; the oldest go first")
+	f.StringVar(&cfg.StateDir, "state-dir", daemon.DefaultStateDir,
+		`directory keeping the journal across restarts (events, sequence numbers, what was last reported `+
+			`of each container); "" keeps it in memory. Default "" with --simulate`)
+	f.Var(&syncFlag{&cfg.StateSync}, "state-sync",
+		`how often the journal's writes are forced to disk: a period, "always" (every change, slower) or `+
+			`"never" (left to the OS); a machine that goes down loses at most this much, and clients are told `+
+			`of it as a Gap`)
 	f.IntVar(&cfg.MaxStreams, "max-streams", api.DefaultMaxStreams, "concurrent /v1/events clients at most")
-	f.IntVar(&cfg.MaxStreamsPerClient, "max-streams-per-client", api.DefaultMaxStreamsPerClient, "concurrent /v1/events streams of one client at most: an IP address, or a user on a unix socket")
-	f.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", api.DefaultStreamIdleTimeout, "end a /v1/events stream that has sent no event for this long")
-	f.IntVar(&cfg.Limits.MaxConnections, "max-connections", daemon.DefaultMaxConnections, "open connections of each listener at most")
+	f.IntVar(&cfg.MaxStreamsPerClient, "max-streams-per-client", api.DefaultMaxStreamsPerClient,
+		"concurrent /v1/events streams of one client at most: an IP address, or a user on a unix socket")
+	f.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", api.DefaultStreamIdleTimeout,
+		"end a /v1/events stream that has sent no event for this long")
+	f.IntVar(&cfg.Limits.MaxConnections, "max-connections", daemon.DefaultMaxConnections,
+		"open connections of each listener at most")
 	g.maxListBytes = cri.DefaultMaxListBytes
 	f.Var(byteSize{&g.maxListBytes}, "max-list-size",
-		"largest answer of the runtime's lists accepted, all its messages together (24Mi, 64Mi...): its items and the pod cache grow with it; "+
-			"fit it to the memory limit")
-	f.BoolVar(&simulate, "simulate", false, "watch an embedded simulated runtime instead of --runtime-endpoint")
+		"largest answer of the runtime's lists accepted, all its messages together (24Mi, 64Mi...): "+
+			"its items and the pod cache grow with it; fit it to the memory limit")
+	f.BoolVar(&o.simulate, "simulate", false, "watch an embedded simulated runtime instead of --runtime-endpoint")
 	f.BoolVar(&cfg.Profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on --listen")
-	sim.register(f, "sim-")
+	o.sim.register(f, "sim-")
 	// Reporting into the Kubernetes API: off unless asked.
-	kube.register(f)
-	return cmd
+	o.kube.register(f)
 }
 
 // syncFlag is --state-sync: a period, "always" or "never".

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -32,7 +35,8 @@ func (s *simFlags) register(f *pflag.FlagSet, prefix string) {
 	f.IntVar(&s.pods, prefix+"pods", 20, "simulated pods")
 	f.IntVar(&s.containers, prefix+"containers", 3, "containers per simulated pod")
 	f.IntVar(&s.exited, prefix+"exited", 0, "exited containers each simulated pod starts with, as if never collected")
-	f.StringVar(&s.churn, prefix+"churn", "crash=0.5,exit=0.2,pods=0.1,short=0.5", "churn rates per second: crash=, exit=, pods=, short= (\"\" for none)")
+	f.StringVar(&s.churn, prefix+"churn", "crash=0.5,exit=0.2,pods=0.1,short=0.5", "churn rates per second: crash=, "+
+		"exit=, pods=, short= (\"\" for none)")
 	f.StringVar(&s.latency, prefix+"latency", "seed-node", "latency preset: zero or seed-node")
 	f.Uint64Var(&s.seed, prefix+"seed", 1, "seed of the workload: one seed, one history")
 	f.StringVar(&s.events, prefix+"events", "containerd", "event stream: containerd, crio or off")
@@ -70,7 +74,12 @@ func (s *simFlags) validate() error {
 // watchedRuntime is the runtime a command watches: the CRI runtime at
 // --runtime-endpoint, or an embedded simulator served on a private
 // socket. cleanup stops what it started.
-func (g *global) watchedRuntime(ctx context.Context, simulate bool, s simFlags, timeout time.Duration) (rt runtime.Runtime, cleanup func(), err error) {
+func (g *global) watchedRuntime(
+	ctx context.Context,
+	simulate bool,
+	s simFlags,
+	timeout time.Duration,
+) (rt runtime.Runtime, cleanup func(), err error) {
 	if !simulate {
 		r, err := g.runtime(timeout)
 		if err != nil {
@@ -152,7 +161,7 @@ the same sequence of changes.
 			if err := s.Start(ctx); err != nil {
 				return err
 			}
-			defer s.Stop()
+			defer func() { _ = s.Stop() }() // on the way out: the run's error is the one to tell
 			tick := time.NewTicker(10 * time.Second)
 			defer tick.Stop()
 			for {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -17,9 +20,9 @@ func newVersionCommand(g *global) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if b := version.Get(); b.Revision != "unknown" {
-				fmt.Fprintf(g.stdout, "pleg:    %s, revision %s (%s)\n", b.Version, b.Revision, b.GoVersion)
+				g.printf("pleg:    %s, revision %s (%s)\n", b.Version, b.Revision, b.GoVersion)
 			} else {
-				fmt.Fprintf(g.stdout, "pleg:    %s (%s)\n", b.Version, b.GoVersion)
+				g.printf("pleg:    %s (%s)\n", b.Version, b.GoVersion)
 			}
 			rt, err := g.runtime(10 * time.Second)
 			if err != nil {
@@ -32,14 +35,15 @@ func newVersionCommand(g *global) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("runtime unreachable at %s: %w", g.endpoint, err)
 			}
-			fmt.Fprintf(g.stdout, "runtime: %s %s (CRI %s) at %s\n", v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion(), g.endpoint)
+			g.printf("runtime: %s %s (CRI %s) at %s\n",
+				v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion(), g.endpoint)
 			// What it can do, where runtimes and versions differ.
 			caps, err := rt.Detect(ctx)
 			if err != nil {
 				return fmt.Errorf("runtime unreachable at %s: %w", g.endpoint, err)
 			}
 			for _, l := range caps.Lines() {
-				fmt.Fprintf(g.stdout, "  %s\n", l)
+				g.printf("  %s\n", l)
 			}
 			return nil
 		},

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cli
 
 import (
@@ -68,13 +71,21 @@ given up after --wait (by default never).`,
 	f.StringArrayVar(&filter.Namespaces, "namespace", nil, "only events of pods in this namespace; repeatable")
 	f.StringArrayVar(&filter.Types, "type", nil, "only events of this type; repeatable")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
-	f.DurationVar(&wait, "wait", 0, "give up when the runtime or the daemon has not answered for this long (0: keep waiting)")
-	f.BoolVar(&sinceNow, "since-now", false, "without --server: print only changes after the first relist, not every container already there")
+	f.DurationVar(&wait, "wait", 0, "give up when the runtime or the daemon has not answered for this long (0: keep "+
+		"waiting)")
+	f.BoolVar(&sinceNow, "since-now", false, "without --server: print only changes after the first relist, not every "+
+		"container already there")
 	return cmd
 }
 
 // watchInProcess runs a generator and prints what it delivers.
-func (g *global) watchInProcess(ctx context.Context, filter api.Filter, wait time.Duration, sinceNow bool, p *eventPrinter) error {
+func (g *global) watchInProcess(
+	ctx context.Context,
+	filter api.Filter,
+	wait time.Duration,
+	sinceNow bool,
+	p *eventPrinter,
+) error {
 	rt, err := g.runtime(2 * time.Minute)
 	if err != nil {
 		return err
@@ -117,7 +128,13 @@ func (g *global) watchInProcess(ctx context.Context, filter api.Filter, wait tim
 }
 
 // follow prints the events of a daemon, from now on, until ctx ends.
-func (g *global) follow(ctx context.Context, c *client.Client, filter api.Filter, wait time.Duration, p *eventPrinter) error {
+func (g *global) follow(
+	ctx context.Context,
+	c *client.Client,
+	filter api.Filter,
+	wait time.Duration,
+	p *eventPrinter,
+) error {
 	return c.Follow(ctx, client.FollowOptions{
 		EventsRequest: client.EventsRequest{Filter: filter},
 		Wait:          wait,

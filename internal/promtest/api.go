@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package promtest
 
 import (
@@ -101,7 +104,13 @@ func (a Alert) String() string {
 			labels = append(labels, k+"="+a.Labels[k])
 		}
 	}
-	return fmt.Sprintf("%s{%s} %s since %s", a.Name(), strings.Join(labels, ","), a.State, a.ActiveAt.Format(time.TimeOnly))
+	return fmt.Sprintf(
+		"%s{%s} %s since %s",
+		a.Name(),
+		strings.Join(labels, ","),
+		a.State,
+		a.ActiveAt.Format(time.TimeOnly),
+	)
 }
 
 // Alerts are the alerts pending or firing now.
@@ -178,7 +187,7 @@ func Wait(ctx context.Context, what string, cond func(ctx context.Context) (bool
 		select {
 		case <-ctx.Done():
 			if last != nil {
-				return fmt.Errorf("promtest: waiting for %s: %w (last error: %v)", what, context.Cause(ctx), last)
+				return fmt.Errorf("promtest: waiting for %s: %w (last error: %w)", what, context.Cause(ctx), last)
 			}
 			return fmt.Errorf("promtest: waiting for %s: %w", what, context.Cause(ctx))
 		case <-time.After(pollInterval):

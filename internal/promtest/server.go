@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package promtest
 
 import (
@@ -112,7 +115,7 @@ func Start(ctx context.Context, b Binaries, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("promtest: %w", err)
 	}
 	if err := writeConfig(dir, cfg); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // cleanup after a failed start
 		return nil, err
 	}
 	for try := 1; ; try++ {
@@ -123,7 +126,7 @@ func Start(ctx context.Context, b Binaries, cfg Config) (*Server, error) {
 		logged := s.LogTail(10)
 		_ = s.kill()
 		if try == startTries || !strings.Contains(logged, "address already in use") {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // cleanup after a failed start
 			return nil, fmt.Errorf("%w\n%s", err, logged)
 		}
 	}
@@ -186,13 +189,19 @@ func start(ctx context.Context, b Binaries, dir string) (*Server, error) {
 	// Should the test binary die, its Prometheus dies with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close() // the child holds its own descriptor
 		return nil, fmt.Errorf("promtest: starting %s: %w", b.Prometheus, err)
 	}
-	s := &Server{dir: dir, url: "http://" + addr, cmd: cmd, done: make(chan struct{}), hc: &http.Client{Timeout: 10 * time.Second}}
+	s := &Server{
+		dir:  dir,
+		url:  "http://" + addr,
+		cmd:  cmd,
+		done: make(chan struct{}),
+		hc:   &http.Client{Timeout: 10 * time.Second},
+	}
 	go func() {
 		s.err = cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 		close(s.done)
 	}()
 	return s, s.waitReady(ctx)
@@ -214,9 +223,10 @@ func (s *Server) waitReady(ctx context.Context) error {
 		last = err
 		select {
 		case <-s.done:
+			//nolint:errorlint // s.err is nil when it exited with status 0: %v says so, %w would not
 			return fmt.Errorf("promtest: prometheus exited before it was ready: %v", s.err)
 		case <-ctx.Done():
-			return fmt.Errorf("promtest: prometheus not ready: %w (last: %v)", ctx.Err(), last)
+			return fmt.Errorf("promtest: prometheus not ready: %w (last: %w)", ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -271,6 +281,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("promtest: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package runtimetest
 
 import (
@@ -44,7 +47,7 @@ func cleanupDir(dir, socket string, shimIDs []string, logf func(string, ...any))
 	if len(victims) > 0 {
 		logf("runtimetest: killing %d leftover processes of %s: %v", len(victims), dir, victims)
 		for _, pid := range victims {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // gone already is as good
 		}
 		if left := waitGone(victims, 10*time.Second); len(left) > 0 {
 			errs = append(errs, fmt.Errorf("processes %v survived SIGKILL", left))
@@ -54,9 +57,10 @@ func cleanupDir(dir, socket string, shimIDs []string, logf func(string, ...any))
 		errs = append(errs, err)
 	}
 	for _, id := range shimIDs {
-		for _, p := range []string{filepath.Join(socket, CRINamespace, id), filepath.Join(socket, CRINamespace, id, "debug")} {
+		dir := filepath.Join(socket, CRINamespace, id)
+		for _, p := range []string{dir, filepath.Join(dir, "debug")} {
 			sum := sha256.Sum256([]byte(p))
-			os.Remove(filepath.Join(shimSocketDir, fmt.Sprintf("%x", sum)))
+			_ = os.Remove(filepath.Join(shimSocketDir, fmt.Sprintf("%x", sum))) // gone already is as good
 		}
 	}
 	if err := unmountBelow(dir); err != nil {
@@ -255,7 +259,7 @@ func unmountBelow(dir string) error {
 		}
 		for _, mp := range mps {
 			if err := syscall.Unmount(mp, 0); err != nil {
-				syscall.Unmount(mp, syscall.MNT_DETACH)
+				_ = syscall.Unmount(mp, syscall.MNT_DETACH) // best effort: the next run's cleanup tries again
 			}
 		}
 	}
@@ -320,7 +324,7 @@ func cgroupDirs(name string) []string {
 			continue
 		}
 		seen[root] = true
-		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				out = append(out, p)
 			}

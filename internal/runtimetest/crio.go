@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package runtimetest
 
 import (
@@ -15,7 +18,11 @@ const crioModule = "github.com/cri-o/cri-o"
 
 // crioBuildTags leave out what needs C libraries this machine kind lacks
 // (gpgme, btrfs, devicemapper).
-var crioBuildTags = []string{"containers_image_openpgp", "exclude_graphdriver_btrfs", "exclude_graphdriver_devicemapper"}
+var crioBuildTags = []string{
+	"containers_image_openpgp",
+	"exclude_graphdriver_btrfs",
+	"exclude_graphdriver_devicemapper",
+}
 
 // crioNoSumDB are the modules of CRI-O's dependency graph whose
 // pseudo-versions the checksum database does not answer for.
@@ -76,9 +83,9 @@ func InstallCRIO(ctx context.Context, version string, logf func(string, ...any))
 			return b, fmt.Errorf("runtimetest: CRI-O %s is not in %s and could not be built: %w", version, bin, err)
 		}
 		if v, err := moduleVersion(b.Runtime, crioModule); err != nil || v != version {
-			return b, fmt.Errorf("runtimetest: after building CRI-O %s, %s has version %q (%v)", version, b.Runtime, v, err)
+			return b, fmt.Errorf("runtimetest: after building CRI-O %s, %s has version %q (%w)", version, b.Runtime, v, err)
 		}
-		os.Remove(b.Pinns) // built for another version
+		_ = os.Remove(b.Pinns) // built for another version; absent is as good
 	}
 	if _, err := os.Stat(b.Pinns); err != nil {
 		if err := buildPinns(ctx, src, b.Pinns); err != nil {
@@ -106,12 +113,17 @@ func cniPlugins(ctx context.Context, logf func(string, ...any)) (string, error) 
 	}
 	logf("runtimetest: no CNI loopback plugin, running apt-get install -y containernetworking-plugins")
 	if out, err := aptInstall(ctx, "containernetworking-plugins"); err != nil {
-		return "", fmt.Errorf("runtimetest: no CNI loopback plugin and `apt-get install -y containernetworking-plugins` failed: %v\n%s", err, tail(string(out), 20))
+		return "", fmt.Errorf(
+			"runtimetest: no CNI loopback plugin and `apt-get install -y containernetworking-plugins` failed: %w\n%s",
+			err,
+			tail(string(out), 20),
+		)
 	}
 	if d := find(); d != "" {
 		return d, nil
 	}
-	return "", errors.New("runtimetest: containernetworking-plugins installed, yet no loopback plugin in /usr/lib/cni or /opt/cni/bin")
+	return "", errors.New("runtimetest: containernetworking-plugins installed, yet no loopback plugin in /usr/lib/cni " +
+		"or /opt/cni/bin")
 }
 
 // buildPinns compiles pinns, the C helper that pins a pod's namespaces,
@@ -131,7 +143,7 @@ func buildPinns(ctx context.Context, src, out string) error {
 	}
 	cfiles, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(modDir)), "pinns", "src", "*.c"))
 	if err != nil || len(cfiles) == 0 {
-		return fmt.Errorf("no pinns sources in the CRI-O module at %s (%v)", modDir, err)
+		return fmt.Errorf("no pinns sources in the CRI-O module at %s (%w)", modDir, err)
 	}
 	cc := os.Getenv("CC")
 	if cc == "" {
@@ -139,7 +151,7 @@ func buildPinns(ctx context.Context, src, out string) error {
 	}
 	args := append([]string{"-std=c99", "-Os", "-Wall", "-Wextra", "-static", "-o", out}, cfiles...)
 	if b, err := exec.CommandContext(ctx, cc, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, tail(string(b), 20))
+		return fmt.Errorf("%s %s: %w\n%s", cc, strings.Join(args, " "), err, tail(string(b), 20))
 	}
 	return nil
 }
@@ -231,7 +243,8 @@ enable_nri = false
 			q(in.Bin.Runc), d("runc"), q(in.Bin.Conmon),
 			q(SandboxImage), d("policy.json"),
 			d("cni", "net.d"), q(in.Bin.CNIPlugins)),
-		"storage.conf":    fmt.Sprintf("[storage]\ndriver = \"vfs\"\ngraphroot = %s\nrunroot = %s\n", q(c.storageRoot(in)), q(c.storageRun(in))),
+		"storage.conf": fmt.Sprintf("[storage]\ndriver = \"vfs\"\ngraphroot = %s\nrunroot = %s\n",
+			q(c.storageRoot(in)), q(c.storageRun(in))),
 		"registries.conf": "unqualified-search-registries = []\n",
 		"policy.json":     `{"default": [{"type": "insecureAcceptAnything"}]}` + "\n",
 	}
@@ -257,7 +270,12 @@ func (c crio) importImages(ctx context.Context, in *Instance) error {
 			"copy", "--quiet", "docker-archive:"+in.Bin.ImageTar+":"+ref, dest+ref)
 		cmd.Env = append(os.Environ(), c.env(in)[1:]...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("runtimetest: skopeo copy of %s into CRI-O's storage failed: %v\n%s", ref, err, tail(string(out), 20))
+			return fmt.Errorf(
+				"runtimetest: skopeo copy of %s into CRI-O's storage failed: %w\n%s",
+				ref,
+				err,
+				tail(string(out), 20),
+			)
 		}
 	}
 	return nil

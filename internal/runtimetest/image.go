@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package runtimetest
 
 import (
@@ -22,29 +25,65 @@ func writeImageArchive(out, bin string, tags ...string) error {
 		return err
 	}
 	epoch := time.Unix(0, 0).UTC()
+	layer, err := imageLayer(exe, epoch)
+	if err != nil {
+		return err
+	}
+	layerSum := sha256.Sum256(layer)
+	layerHex := hex.EncodeToString(layerSum[:])
+	cfg, err := imageConfigJSON(layerHex, epoch)
+	if err != nil {
+		return err
+	}
+	cfgSum := sha256.Sum256(cfg)
+	cfgName := hex.EncodeToString(cfgSum[:]) + ".json" // as docker save names it
+	layerName := layerHex + "/layer.tar"
 
-	// The layer: one file.
+	manifest, err := json.Marshal([]struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}{{Config: cfgName, RepoTags: tags, Layers: []string{layerName}}})
+	if err != nil {
+		return err
+	}
+	return writeTar(out, epoch, []tarFile{{cfgName, cfg}, {layerName, layer}, {"manifest.json", manifest}})
+}
+
+// imageLayer is the image's one layer: the binary as /testimg.
+func imageLayer(exe []byte, epoch time.Time) ([]byte, error) {
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
-	if err := lw.WriteHeader(&tar.Header{Name: "testimg", Mode: 0o755, Size: int64(len(exe)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-		return err
+	if err := lw.WriteHeader(
+		&tar.Header{
+			Name:     "testimg",
+			Mode:     0o755,
+			Size:     int64(len(exe)),
+			ModTime:  epoch,
+			Typeflag: tar.TypeReg,
+			Format:   tar.FormatPAX,
+		},
+	); err != nil {
+		return nil, err
 	}
 	if _, err := lw.Write(exe); err != nil {
-		return err
+		return nil, err
 	}
 	if err := lw.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	layerSum := sha256.Sum256(layer.Bytes())
-	layerHex := hex.EncodeToString(layerSum[:])
+	return layer.Bytes(), nil
+}
 
+// imageConfigJSON is the image's configuration, over the layer.
+func imageConfigJSON(layerHex string, epoch time.Time) ([]byte, error) {
 	type imageConfig struct {
 		Entrypoint []string `json:"Entrypoint"`
 		Cmd        []string `json:"Cmd"`
 		Env        []string `json:"Env"`
 		WorkingDir string   `json:"WorkingDir"`
 	}
-	cfg, err := json.Marshal(struct {
+	return json.Marshal(struct {
 		Architecture string      `json:"architecture"`
 		OS           string      `json:"os"`
 		Created      time.Time   `json:"created"`
@@ -68,43 +107,36 @@ func writeImageArchive(out, bin string, tags ...string) error {
 			DiffIDs []string `json:"diff_ids"`
 		}{Type: "layers", DiffIDs: []string{"sha256:" + layerHex}},
 	})
-	if err != nil {
-		return err
-	}
-	cfgSum := sha256.Sum256(cfg)
-	cfgName := hex.EncodeToString(cfgSum[:]) + ".json" // as docker save names it
-	layerName := layerHex + "/layer.tar"
+}
 
-	manifest, err := json.Marshal([]struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}{{Config: cfgName, RepoTags: tags, Layers: []string{layerName}}})
-	if err != nil {
-		return err
-	}
+// tarFile is a file of an archive writeTar writes.
+type tarFile struct {
+	name string
+	data []byte
+}
 
+// writeTar writes the files as a tar archive at out, whole or not at all.
+func writeTar(out string, epoch time.Time, files []tarFile) error {
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".image-*.tar")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	tw := tar.NewWriter(tmp)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{cfgName, cfg}, {layerName, layer.Bytes()}, {"manifest.json", manifest}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
-			tmp.Close()
+	for _, f := range files {
+		if err := tw.WriteHeader(
+			&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch, Typeflag: tar.TypeReg},
+		); err != nil {
+			_ = tmp.Close() // the write failed: that error is the one to tell
 			return err
 		}
 		if _, err := tw.Write(f.data); err != nil {
-			tmp.Close()
+			_ = tmp.Close()
 			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package runtimetest
 
 import (
@@ -141,6 +144,7 @@ func goTool() (string, error) {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p, nil
 	}
+	//nolint:staticcheck // a test binary runs where it was built: its GOROOT is this machine's
 	if root := runtime.GOROOT(); root != "" {
 		p := filepath.Join(root, "bin", "go")
 		if _, err := os.Stat(p); err == nil {
@@ -161,7 +165,14 @@ func goCommand(ctx context.Context, dir string, env []string, args ...string) er
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("`%s go %s` in %s failed (it needs the Go module proxy): %v\n%s", strings.Join(env, " "), strings.Join(args, " "), dir, err, tail(string(out), 20))
+		return fmt.Errorf(
+			"`%s go %s` in %s failed (it needs the Go module proxy): %w\n%s",
+			strings.Join(env, " "),
+			strings.Join(args, " "),
+			dir,
+			err,
+			tail(string(out), 20),
+		)
 	}
 	return nil
 }
@@ -174,7 +185,8 @@ func aptBinary(ctx context.Context, name, pkg string, logf func(string, ...any))
 		if p, err := exec.LookPath(name); err == nil {
 			return filepath.Abs(p)
 		}
-		for _, d := range []string{"/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/local/bin", "/usr/bin", "/usr/libexec/podman"} {
+		dirs := []string{"/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/local/bin", "/usr/bin", "/usr/libexec/podman"}
+		for _, d := range dirs {
 			p := filepath.Join(d, name)
 			if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 				return p, nil
@@ -186,14 +198,24 @@ func aptBinary(ctx context.Context, name, pkg string, logf func(string, ...any))
 		return p, nil
 	}
 	if os.Geteuid() != 0 {
-		return "", fmt.Errorf("runtimetest: %s is not on PATH; install it (Debian/Ubuntu: `apt-get install -y %s`)", name, pkg)
+		return "", fmt.Errorf(
+			"runtimetest: %s is not on PATH; install it (Debian/Ubuntu: `apt-get install -y %s`)",
+			name,
+			pkg,
+		)
 	}
 	if _, err := exec.LookPath("apt-get"); err != nil {
 		return "", fmt.Errorf("runtimetest: %s is not on PATH and there is no apt-get to install it; install %s", name, pkg)
 	}
 	logf("runtimetest: %s not found, running apt-get install -y %s", name, pkg)
 	if out, err := aptInstall(ctx, pkg); err != nil {
-		return "", fmt.Errorf("runtimetest: %s is not on PATH and `apt-get install -y %s` failed: %v\n%s", name, pkg, err, tail(string(out), 20))
+		return "", fmt.Errorf(
+			"runtimetest: %s is not on PATH and `apt-get install -y %s` failed: %w\n%s",
+			name,
+			pkg,
+			err,
+			tail(string(out), 20),
+		)
 	}
 	if p, err := look(); err == nil {
 		return p, nil
@@ -271,10 +293,10 @@ func lockFile(path string) (func(), error) {
 		return nil, fmt.Errorf("runtimetest: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close() // the lock failed: that error is the one to tell
 		return nil, fmt.Errorf("runtimetest: lock %s: %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	return func() { _ = f.Close() }, nil // closing releases the lock; nothing was written
 }
 
 // timed logs how long a slow step took.

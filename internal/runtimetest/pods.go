@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package runtimetest
 
 import (
@@ -96,7 +99,12 @@ func (in *Instance) RunPod(ctx context.Context, pod PodSpec) (string, error) {
 
 // CreateContainer creates (does not start) container c in the sandbox of
 // pod, which RunPod returned as sandboxID.
-func (in *Instance) CreateContainer(ctx context.Context, sandboxID string, pod PodSpec, c ContainerSpec) (string, error) {
+func (in *Instance) CreateContainer(
+	ctx context.Context,
+	sandboxID string,
+	pod PodSpec,
+	c ContainerSpec,
+) (string, error) {
 	// The kubelet makes the container's log directory; containerd would
 	// make it too, CRI-O's conmon does not.
 	if err := os.MkdirAll(filepath.Join(in.podLogDir(pod), c.Name), 0o755); err != nil {
@@ -159,7 +167,10 @@ func (in *Instance) RunContainer(ctx context.Context, sandboxID string, pod PodS
 // StopContainer stops a container: SIGTERM, then SIGKILL after
 // timeoutSeconds.
 func (in *Instance) StopContainer(ctx context.Context, id string, timeoutSeconds int64) error {
-	if _, err := in.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: timeoutSeconds}); err != nil {
+	if _, err := in.Runtime.StopContainer(
+		ctx,
+		&runtimeapi.StopContainerRequest{ContainerId: id, Timeout: timeoutSeconds},
+	); err != nil {
 		return fmt.Errorf("StopContainer %s: %w", id, err)
 	}
 	return nil
@@ -183,7 +194,10 @@ func (in *Instance) StopPod(ctx context.Context, sandboxID string) error {
 
 // RemovePod removes a pod sandbox and its containers.
 func (in *Instance) RemovePod(ctx context.Context, sandboxID string) error {
-	if _, err := in.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID}); err != nil {
+	if _, err := in.Runtime.RemovePodSandbox(
+		ctx,
+		&runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID},
+	); err != nil {
 		return fmt.Errorf("RemovePodSandbox %s: %w", sandboxID, err)
 	}
 	return nil

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package runtimetest
 
 import (
@@ -137,7 +140,7 @@ func (p *Pool) start(spec Spec) (*Instance, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		defer cancel()
 		l := log.New(os.Stderr, "", log.Ltime|log.Lmicroseconds)
-		e.in, e.err = Start(ctx, spec, Options{Logf: func(f string, a ...any) { l.Output(2, fmt.Sprintf(f, a...)) }})
+		e.in, e.err = Start(ctx, spec, Options{Logf: func(f string, a ...any) { _ = l.Output(2, fmt.Sprintf(f, a...)) }})
 	})
 	return e.in, e.err
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package runtimetest is the project's own harness for end-to-end tests
 // against real CRI runtimes: containerd at any version and CRI-O. It
 // installs each runtime into the project cache (built from its Go module,
@@ -161,7 +164,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 		return nil, fmt.Errorf("runtimetest: %w", err)
 	}
 	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // cleanup after a failed start
 		return nil, fmt.Errorf("runtimetest: %w", err)
 	}
 	in := &Instance{
@@ -177,29 +180,31 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 	}
 	in.Endpoint = "unix://" + in.socket
 	if len(in.socket)+len(".ttrpc") >= 104 {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: socket path %q is too long; set TMPDIR to a shorter directory", in.socket)
 	}
 	// Record the owner so that a later Start can clean up after a test
 	// process that died without calling Stop.
 	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: %w", err)
 	}
 	if err := fl.configure(in); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: configuring %s: %w", spec, err)
 	}
 	in.conn, err = grpc.NewClient(in.Endpoint,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			Backoff: backoff.Config{
+				BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
+			},
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
 	)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: grpc client: %w", err)
 	}
 	in.Runtime = runtimeapi.NewRuntimeServiceClient(in.conn)
@@ -215,7 +220,8 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 	if err := in.waitImages(ctx); err != nil {
 		return nil, errors.Join(err, in.Stop())
 	}
-	opts.Logf("runtimetest: %s (%s) ready at %s in %v", spec, in.Version, in.Endpoint, time.Since(t0).Round(time.Millisecond))
+	opts.Logf("runtimetest: %s (%s) ready at %s in %v",
+		spec, in.Version, in.Endpoint, time.Since(t0).Round(time.Millisecond))
 	return in, nil
 }
 
@@ -235,24 +241,25 @@ func (in *Instance) start(ctx context.Context) error {
 		in.mu.Unlock()
 		return fmt.Errorf("runtimetest: %w", err)
 	}
-	fmt.Fprintf(logf, "=== runtimetest: starting %s at %s\n", in.Spec, time.Now().Format(time.RFC3339Nano))
+	// A header in the runtime's log; its own lines follow, or the start fails.
+	_, _ = fmt.Fprintf(logf, "=== runtimetest: starting %s at %s\n", in.Spec, time.Now().Format(time.RFC3339Nano))
 	args := in.flavor.command(in)
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(envWithout(os.Environ(), "PATH", "CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE", "NOTIFY_SOCKET", "CONTAINER_RUNTIME_ENDPOINT"),
-		in.flavor.env(in)...)
+	unset := []string{"PATH", "CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE", "NOTIFY_SOCKET", "CONTAINER_RUNTIME_ENDPOINT"}
+	cmd.Env = append(envWithout(os.Environ(), unset...), in.flavor.env(in)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = in.Dir
 	// Own process group: a ^C to `go test` must not reach the runtime
 	// before Stop does, and Stop decides the order of things.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
-	logf.Close()
+	_ = logf.Close() // the runtime holds its own descriptor
 	if err != nil {
 		in.mu.Unlock()
 		return fmt.Errorf("runtimetest: starting %s: %w", args[0], err)
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.done) }()
+	go func() { _ = cmd.Wait(); close(p.done) }() // how it ended is in its log
 	in.proc = p
 	in.mu.Unlock()
 	return in.waitReady(ctx, p)
@@ -282,9 +289,21 @@ func (in *Instance) waitReady(ctx context.Context, p *process) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("runtimetest: %s exited (%v) before it was ready; last status: %s; log tail:\n%s", in.Spec, p.cmd.ProcessState, last, in.LogTail(30))
+			return fmt.Errorf(
+				"runtimetest: %s exited (%v) before it was ready; last status: %s; log tail:\n%s",
+				in.Spec,
+				p.cmd.ProcessState,
+				last,
+				in.LogTail(30),
+			)
 		case <-ctx.Done():
-			return fmt.Errorf("runtimetest: %s not ready after %v: %s; log tail:\n%s", in.Spec, readyTimeout, last, in.LogTail(30))
+			return fmt.Errorf(
+				"runtimetest: %s not ready after %v: %s; log tail:\n%s",
+				in.Spec,
+				readyTimeout,
+				last,
+				in.LogTail(30),
+			)
 		case <-time.After(100 * time.Millisecond):
 			in.conn.ResetConnectBackoff()
 		}
@@ -302,7 +321,7 @@ func (in *Instance) waitImages(ctx context.Context) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("runtimetest: image %s not visible through CRI after import (err %v)", ref, err)
+				return fmt.Errorf("runtimetest: image %s not visible through CRI after import (err %w)", ref, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -389,24 +408,27 @@ func (in *Instance) Stop() error {
 	var errs []error
 	if p != nil && !p.exited() {
 		errs = append(errs, in.removeAllPods())
-		p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM) // exited already is as good
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
 			in.opts.Logf("runtimetest: %s did not exit 10s after SIGTERM, killing it", in.Spec)
-			p.cmd.Process.Signal(syscall.SIGKILL)
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done
 		}
 	}
 	if in.conn != nil {
-		in.conn.Close()
+		_ = in.conn.Close()
 	}
 	if in.opts.KeepLogs {
 		if b, err := os.ReadFile(in.logPath); err == nil {
 			if f, err := os.CreateTemp("", fmt.Sprintf("pleg-%s-%d-*.log", in.Spec, os.Getpid())); err == nil {
-				f.Write(b)
-				f.Close()
-				in.opts.Logf("runtimetest: %s log kept at %s", in.Spec, f.Name())
+				_, werr := f.Write(b)
+				if err := errors.Join(werr, f.Close()); err != nil {
+					in.opts.Logf("runtimetest: %s log not kept: %v", in.Spec, err)
+				} else {
+					in.opts.Logf("runtimetest: %s log kept at %s", in.Spec, f.Name())
+				}
 			}
 		}
 	}
@@ -449,9 +471,11 @@ func (in *Instance) removeAllPods() error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var err error
-			if _, err = in.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			_, err = in.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id})
+			if err != nil {
 				err = fmt.Errorf("stop pod sandbox %s: %w", sb.Id, err)
-			} else if _, err = in.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			} else if _, err = in.Runtime.RemovePodSandbox(ctx,
+				&runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
 				err = fmt.Errorf("remove pod sandbox %s: %w", sb.Id, err)
 			}
 			if err != nil {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package unixsock
 
 import (
@@ -22,7 +25,7 @@ func TestSocketAppearsWithItsFinalMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Close(fd)
+	defer func() { _ = syscall.Close(fd) }()
 	if _, err := syscall.InotifyAddWatch(fd, dir, syscall.IN_CREATE|syscall.IN_MOVED_TO); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +34,7 @@ func TestSocketAppearsWithItsFinalMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	if fi, err := os.Lstat(path); err != nil || fi.Mode().Perm() != DefaultMode {
 		t.Fatalf("socket %v %v, want mode %v", fi.Mode(), err, DefaultMode)
 	}

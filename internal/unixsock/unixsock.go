@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package unixsock opens the unix sockets pleg serves on, the daemon's
 // API and the simulated runtime, so that they are safe on a shared node:
 // a socket appears at its path already with mode 0660 (and a group of
@@ -101,7 +104,7 @@ func listen(path string, mode fs.FileMode, gid int) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(private)
+	defer func() { _ = os.RemoveAll(private) }()
 	made := filepath.Join(private, "s")
 	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: made, Net: "unix"})
 	if err != nil {
@@ -121,7 +124,7 @@ func listen(path string, mode fs.FileMode, gid int) (*Listener, error) {
 		fi, err = os.Lstat(path)
 	}
 	if err != nil {
-		ul.Close()
+		_ = ul.Close() // never served
 		return nil, err
 	}
 	return &Listener{UnixListener: ul, path: path, ours: fi}, nil
@@ -143,7 +146,7 @@ func removeStale(path string) error {
 	// The lock is ours, yet a process that does not take it may serve the
 	// socket.
 	if c, err := net.DialTimeout("unix", path, dialTimeout); err == nil {
-		c.Close()
+		_ = c.Close()
 		return errors.New("another process serves it")
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -200,7 +203,7 @@ func acquire(path string) (*os.File, error) {
 			return nil, err
 		}
 		if err := flock(f); err != nil {
-			f.Close()
+			_ = f.Close() // only a lock: nothing written
 			return nil, err
 		}
 		held, err1 := f.Stat()
@@ -208,7 +211,7 @@ func acquire(path string) (*os.File, error) {
 		if err1 == nil && err2 == nil && os.SameFile(held, named) {
 			return f, nil
 		}
-		f.Close()
+		_ = f.Close() // only a lock: nothing written
 	}
 	return nil, fmt.Errorf("lock file %s keeps changing", path)
 }
@@ -220,5 +223,5 @@ func release(f *os.File, path string) {
 			_ = os.Remove(path)
 		}
 	}
-	f.Close()
+	_ = f.Close() // only a lock: nothing written
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package unixsock
 
 import (
@@ -19,12 +22,12 @@ func serving(t *testing.T, l net.Listener, path string) bool {
 	if err != nil {
 		return false
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	s, err := l.Accept()
 	if err != nil {
 		t.Fatalf("accept: %v", err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	if _, err := c.Write([]byte("x")); err != nil {
 		return false
 	}
@@ -73,19 +76,19 @@ func TestListenNeverTakesOverALiveSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer first.Close()
+	defer func() { _ = first.Close() }()
 	if _, err := Listen(path, Options{}); err == nil || !strings.Contains(err.Error(), "another process serves it") {
 		t.Fatalf("a second Listen = %v, want refused", err)
 	}
 	if !serving(t, first, path) {
 		t.Fatal("the first server is unreachable after a second one tried")
 	}
-	first.Close()
+	_ = first.Close()
 	again, err := Listen(path, Options{})
 	if err != nil {
 		t.Fatalf("Listen after the first closed: %v", err)
 	}
-	again.Close()
+	_ = again.Close()
 }
 
 // A server that takes no lock (another program, or an older pleg) is
@@ -96,14 +99,14 @@ func TestListenRefusesAServerWithoutTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Close()
+	defer func() { _ = other.Close() }()
 	go func() {
 		for {
 			c, err := other.Accept()
 			if err != nil {
 				return
 			}
-			c.Close()
+			_ = c.Close()
 		}
 	}()
 	if _, err := Listen(path, Options{}); err == nil || !strings.Contains(err.Error(), "another process serves it") {
@@ -124,12 +127,12 @@ func TestListenReplacesAStaleSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead.SetUnlinkOnClose(false)
-	dead.Close() // a crashed server's socket file
+	_ = dead.Close() // a crashed server's socket file
 	l, err := Listen(path, Options{})
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	if !serving(t, l, path) {
 		t.Error("not serving over the stale socket")
 	}
@@ -149,7 +152,7 @@ func TestCloseLeavesAnotherFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not ours"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
+	_ = l.Close()
 	if data, err := os.ReadFile(path); err != nil || string(data) != "not ours" {
 		t.Errorf("Close removed or changed a file it did not create: %q, %v", data, err)
 	}
@@ -220,17 +223,17 @@ func TestPeerUID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	c, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	s, err := l.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	uid, ok := PeerUID(s)
 	if want := os.Getuid(); !ok || int(uid) != want {
 		t.Errorf("PeerUID = %d, %v; want %d", uid, ok, want)

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package version tells which pleg a binary is: the version and revision
 // a release build sets with -ldflags -X (deploy/Dockerfile does), else
 // what Go stamped into the binary: the module's version (`go install

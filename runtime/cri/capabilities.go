@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cri
 
 import (
@@ -105,7 +108,10 @@ func KnownRemovalEvents(name string) (containers, pods runtime.Capability) {
 		return runtime.Capability{Availability: runtime.Supported, Detail: "known of CRI-O"},
 			runtime.Capability{Availability: runtime.Unsupported, Detail: "known of CRI-O: no event when a pod is removed"}
 	default:
-		unknown := runtime.Capability{Availability: runtime.Unknown, Detail: fmt.Sprintf("not known of %q until a removal shows it", name)}
+		unknown := runtime.Capability{
+			Availability: runtime.Unknown,
+			Detail:       fmt.Sprintf("not known of %q until a removal shows it", name),
+		}
 		return unknown, unknown
 	}
 }
@@ -132,7 +138,13 @@ func (o *observer) streamedList(rpc string, err error) {
 
 // list records the size of a whole-node list's answer.
 func (o *observer) list(sandboxes bool, items int, n *counter, streamed bool) {
-	size := runtime.ListSize{Items: items, Bytes: n.total, LargestMessageBytes: n.largest, Streamed: streamed, At: time.Now()}
+	size := runtime.ListSize{
+		Items:               items,
+		Bytes:               n.total,
+		LargestMessageBytes: n.largest,
+		Streamed:            streamed,
+		At:                  time.Now(),
+	}
 	o.update(func(c *runtime.Capabilities) {
 		if sandboxes {
 			c.Lists.PodSandboxes = size
@@ -185,13 +197,15 @@ func (o *observer) event(ev *runtimeapi.ContainerEventResponse) {
 	switch {
 	case sb != nil:
 		if c.PodEvents.Availability != runtime.Supported {
-			c.PodEvents = runtime.Capability{Availability: runtime.Supported, Detail: "events carry the sandbox status and the container statuses"}
+			c.PodEvents = runtime.Capability{Availability: runtime.Supported, Detail: "events carry the sandbox status and " +
+				"the container statuses"}
 		}
 	case !deleted:
 		// containerd sends a DELETED without the pod when the sandbox is
 		// already gone; any other event without it means the runtime
 		// does not send the pod.
-		c.PodEvents = runtime.Capability{Availability: runtime.Unsupported, Detail: "an event came without the sandbox status"}
+		c.PodEvents = runtime.Capability{Availability: runtime.Unsupported, Detail: "an event came without the sandbox " +
+			"status"}
 	}
 	if !deleted {
 		return
@@ -201,11 +215,13 @@ func (o *observer) event(ev *runtimeapi.ContainerEventResponse) {
 	if sb == nil || sb.GetId() == ev.GetContainerId() {
 		if !o.podRemovalSeen {
 			o.podRemovalSeen = true
-			c.PodRemovalEvents = runtime.Capability{Availability: runtime.Supported, Detail: "a DELETED event arrived for a removed sandbox"}
+			c.PodRemovalEvents = runtime.Capability{Availability: runtime.Supported, Detail: "a DELETED event arrived for a " +
+				"removed sandbox"}
 		}
 	} else if !o.containerRemovalSeen {
 		o.containerRemovalSeen = true
-		c.ContainerRemovalEvents = runtime.Capability{Availability: runtime.Supported, Detail: "a DELETED event arrived for a removed container"}
+		c.ContainerRemovalEvents = runtime.Capability{Availability: runtime.Supported, Detail: "a DELETED event arrived " +
+			"for a removed container"}
 	}
 }
 
@@ -233,7 +249,8 @@ func classifyEvents(err error, held bool) runtime.Capability {
 		return runtime.Capability{Availability: runtime.Supported, Detail: "an event arrived"}
 	case status.Code(err) == codes.Unimplemented:
 		return runtime.Capability{Availability: runtime.Unsupported, Detail: "Unimplemented"}
-	case held && (errors.Is(err, io.EOF) || status.Code(err) == codes.DeadlineExceeded || status.Code(err) == codes.Canceled):
+	case held && (errors.Is(err, io.EOF) ||
+		status.Code(err) == codes.DeadlineExceeded || status.Code(err) == codes.Canceled):
 		return runtime.Capability{Availability: runtime.Supported, Detail: "stream open"}
 	case errors.Is(err, io.EOF):
 		return runtime.Capability{Availability: runtime.Unsupported, Detail: "the stream ends at once"}
@@ -252,14 +269,22 @@ func classifyEvents(err error, held bool) runtime.Capability {
 //
 // On containerd 1.7 the subscribers of the event stream compete for its
 // events: a probe beside a running generator may take some from it.
-func ProbeContainerEvents(ctx context.Context, client runtimeapi.RuntimeServiceClient, wait time.Duration) (c runtime.Capability, cut bool) {
+func ProbeContainerEvents(
+	ctx context.Context,
+	client runtimeapi.RuntimeServiceClient,
+	wait time.Duration,
+) (c runtime.Capability, cut bool) {
 	_, c, cut = probeEvents(ctx, client, wait)
 	return c, cut
 }
 
 // probeEvents is ProbeContainerEvents, with the event that arrived, if
 // one did.
-func probeEvents(ctx context.Context, client runtimeapi.RuntimeServiceClient, wait time.Duration) (*runtimeapi.ContainerEventResponse, runtime.Capability, bool) {
+func probeEvents(
+	ctx context.Context,
+	client runtimeapi.RuntimeServiceClient,
+	wait time.Duration,
+) (*runtimeapi.ContainerEventResponse, runtime.Capability, bool) {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var ev *runtimeapi.ContainerEventResponse
@@ -281,13 +306,21 @@ func probeEvents(ctx context.Context, client runtimeapi.RuntimeServiceClient, wa
 // StreamPodSandboxes RPC alone, without falling back to the unary list, as
 // a probe of the RPC does: a runtime without it answers Unimplemented.
 // opts are added to the call.
-func StreamPodSandboxes(ctx context.Context, client runtimeapi.RuntimeServiceClient, opts ...grpc.CallOption) ([]*runtimeapi.PodSandbox, error) {
+func StreamPodSandboxes(
+	ctx context.Context,
+	client runtimeapi.RuntimeServiceClient,
+	opts ...grpc.CallOption,
+) ([]*runtimeapi.PodSandbox, error) {
 	stream, err := client.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{}, opts...)
 	return drainList(stream, err, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes, nil)
 }
 
 // StreamContainers is StreamPodSandboxes for containers.
-func StreamContainers(ctx context.Context, client runtimeapi.RuntimeServiceClient, opts ...grpc.CallOption) ([]*runtimeapi.Container, error) {
+func StreamContainers(
+	ctx context.Context,
+	client runtimeapi.RuntimeServiceClient,
+	opts ...grpc.CallOption,
+) ([]*runtimeapi.Container, error) {
 	stream, err := client.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{}, opts...)
 	return drainList(stream, err, (*runtimeapi.StreamContainersResponse).GetContainers, nil)
 }
@@ -332,7 +365,8 @@ func (r *Runtime) Detect(ctx context.Context) (runtime.Capabilities, error) {
 	}
 	var newest *runtimeapi.PodSandbox
 	for _, s := range sandboxes {
-		if s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY && (newest == nil || s.GetCreatedAt() > newest.GetCreatedAt()) {
+		if s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY &&
+			(newest == nil || s.GetCreatedAt() > newest.GetCreatedAt()) {
 			newest = s
 		}
 	}

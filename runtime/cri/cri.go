@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cri implements runtime.Runtime over the CRI v1 gRPC API of a
 // container runtime such as containerd or CRI-O.
 //
@@ -171,7 +174,12 @@ func New(opts Options) (*Runtime, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{
 			// gRPC's default backoff grows to 2 minutes: after a runtime
 			// restart the generator would stay blind that long.
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			Backoff: backoff.Config{
+				BaseDelay:  100 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   3 * time.Second,
+			},
 			MinConnectTimeout: opts.ConnectTimeout,
 		}),
 	)
@@ -204,7 +212,10 @@ func Target(endpoint string) (string, error) {
 		return "", fmt.Errorf("cri: endpoint %q: only unix sockets are supported (unix:///path/to/socket)", endpoint)
 	}
 	if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
-		return "", fmt.Errorf("cri: endpoint %q: want an absolute socket path, as in unix:///run/containerd/containerd.sock", endpoint)
+		return "", fmt.Errorf(
+			"cri: endpoint %q: want an absolute socket path, as in unix:///run/containerd/containerd.sock",
+			endpoint,
+		)
 	}
 	return "unix://" + filepath.Clean(u.Path), nil
 }
@@ -242,7 +253,10 @@ func (r *Runtime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusR
 }
 
 // ListPodSandbox implements runtime.Runtime.
-func (r *Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+func (r *Runtime) ListPodSandbox(
+	ctx context.Context,
+	filter *runtimeapi.PodSandboxFilter,
+) ([]*runtimeapi.PodSandbox, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	n := r.newCounter()
@@ -262,7 +276,10 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSand
 }
 
 // ListContainers implements runtime.Runtime.
-func (r *Runtime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+func (r *Runtime) ListContainers(
+	ctx context.Context,
+	filter *runtimeapi.ContainerFilter,
+) ([]*runtimeapi.Container, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	n := r.newCounter()
@@ -302,7 +319,8 @@ func (r *Runtime) listError(err error, rpc string, n *counter) error {
 	case status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max"):
 		// gRPC's own words, which pleg doctor reads the size from, after
 		// ours.
-		err = status.Errorf(codes.ResourceExhausted, "cri: the %s answer is one message larger than the %s a message accepted "+
+		err = status.Errorf(codes.ResourceExhausted, "cri: the %s answer is one message larger than the %s a message "+
+			"accepted "+
 			"(MaxRecvMsgSize)%s: %s", rpc, mib(r.opts.MaxRecvMsgSize), whatToDo, status.Convert(err).Message())
 	default:
 		return err
@@ -318,10 +336,17 @@ const whatToDo = "; remove exited containers, or raise the limit (pleg run --max
 func mib(n int) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', -1, 64) + " MiB" }
 
 // PodSandboxStatus implements runtime.Runtime.
-func (r *Runtime) PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
+func (r *Runtime) PodSandboxStatus(
+	ctx context.Context,
+	id string,
+	verbose bool,
+) (*runtimeapi.PodSandboxStatusResponse, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	resp, err := r.client.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: verbose}, r.statusOpts...)
+	resp, err := r.client.PodSandboxStatus(
+		ctx,
+		&runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: verbose},
+		r.statusOpts...)
 	if err == nil {
 		r.obs.sandboxStatus(resp)
 	}
@@ -329,10 +354,17 @@ func (r *Runtime) PodSandboxStatus(ctx context.Context, id string, verbose bool)
 }
 
 // ContainerStatus implements runtime.Runtime.
-func (r *Runtime) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
+func (r *Runtime) ContainerStatus(
+	ctx context.Context,
+	id string,
+	verbose bool,
+) (*runtimeapi.ContainerStatusResponse, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	return r.client.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose}, r.statusOpts...)
+	return r.client.ContainerStatus(
+		ctx,
+		&runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose},
+		r.statusOpts...)
 }
 
 // unimplemented reports whether err says the runtime lacks the streaming

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cri_test
 
 import (
@@ -249,7 +252,7 @@ func TestRuntimeDownAtStartThenUpThenRestarted(t *testing.T) {
 	stop()
 	eventually(t, "runtime going down", func() error {
 		if _, err := r.ListPodSandbox(t.Context(), nil); status.Code(err) != codes.Unavailable {
-			return fmt.Errorf("call answered %v", err)
+			return fmt.Errorf("call answered %w", err)
 		}
 		return nil
 	})

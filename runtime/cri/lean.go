@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package cri
 
 import (
@@ -167,10 +170,17 @@ func (n *counter) count(b []byte) error {
 	n.items += items
 	switch {
 	case n.total > n.maxBytes:
-		n.refused = status.Errorf(codes.ResourceExhausted, "cri: the list answer passed %d bytes, the %s a list's answer may have in all (MaxListBytes), "+
+		n.refused = status.Errorf(codes.ResourceExhausted, "cri: the list answer passed %d bytes, the %s a list's answer "+
+			"may have in all (MaxListBytes), "+
 			"after %d messages and %d items%s", n.maxBytes, mib(n.maxBytes), n.messages, n.items, whatToDo)
 	case n.items > n.maxItems:
-		n.refused = status.Errorf(codes.ResourceExhausted, "cri: the list answer passed %d items (MaxListItems), with %d bytes in %d messages", n.maxItems, n.total, n.messages)
+		n.refused = status.Errorf(
+			codes.ResourceExhausted,
+			"cri: the list answer passed %d items (MaxListItems), with %d bytes in %d messages",
+			n.maxItems,
+			n.total,
+			n.messages,
+		)
 	}
 	return n.refused
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package fakeruntime
 
 import (
@@ -83,7 +86,11 @@ func (r *Runtime) GetContainerEvents(ctx context.Context) (runtime.EventStream, 
 	if !r.events {
 		return nil, status.Error(codes.Unimplemented, "unknown method GetContainerEvents")
 	}
-	s := &eventStream{ch: make(chan *runtimeapi.ContainerEventResponse, 10000), done: make(chan struct{}), removals: r.removalEvents}
+	s := &eventStream{
+		ch:       make(chan *runtimeapi.ContainerEventResponse, 10000),
+		done:     make(chan struct{}),
+		removals: r.removalEvents,
+	}
 	if r.eventsEOF {
 		s.err = io.EOF
 		close(s.done)

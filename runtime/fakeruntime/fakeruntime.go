@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fakeruntime is an in-memory runtime.Runtime for tests and
 // benchmarks: pods are scripted as plain values, every operation can be
 // given errors, latency or a hang, and calls are counted.
@@ -127,7 +130,12 @@ func (s *Snapshot) addPod(p Pod) {
 // AddRaw adds list items exactly as given, malformed ones included, with the
 // statuses the runtime answers for them (nil: the ID is unknown to status
 // calls).
-func (s *Snapshot) AddRaw(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, sandboxStatus map[string]*runtimeapi.PodSandboxStatus, containerStatus map[string]*runtimeapi.ContainerStatus) {
+func (s *Snapshot) AddRaw(
+	sandboxes []*runtimeapi.PodSandbox,
+	containers []*runtimeapi.Container,
+	sandboxStatus map[string]*runtimeapi.PodSandboxStatus,
+	containerStatus map[string]*runtimeapi.ContainerStatus,
+) {
 	s.sandboxes = append(s.sandboxes, sandboxes...)
 	s.containers = append(s.containers, containers...)
 	s.containerAt = nil
@@ -315,7 +323,11 @@ func (r *Runtime) ReplaceContainer(oldID string, c Container) error {
 	}
 	old := r.state.containers[i]
 	labels := old.GetLabels()
-	p := Pod{UID: labels[runtime.PodUIDLabel], Name: labels[runtime.PodNameLabel], Namespace: labels[runtime.PodNamespaceLabel]}
+	p := Pod{
+		UID:       labels[runtime.PodUIDLabel],
+		Name:      labels[runtime.PodNameLabel],
+		Namespace: labels[runtime.PodNamespaceLabel],
+	}
 	if c.SandboxID == "" {
 		c.SandboxID = old.GetPodSandboxId()
 	}
@@ -349,8 +361,14 @@ func (r *Runtime) remove(ids []string) {
 		delete(r.state.containerStatus, id)
 	}
 	// In place: List hands out copies of these slices, never the slices.
-	r.state.sandboxes = slices.DeleteFunc(r.state.sandboxes, func(s *runtimeapi.PodSandbox) bool { return slices.Contains(ids, s.GetId()) })
-	r.state.containers = slices.DeleteFunc(r.state.containers, func(c *runtimeapi.Container) bool { return slices.Contains(ids, c.GetId()) })
+	r.state.sandboxes = slices.DeleteFunc(
+		r.state.sandboxes,
+		func(s *runtimeapi.PodSandbox) bool { return slices.Contains(ids, s.GetId()) },
+	)
+	r.state.containers = slices.DeleteFunc(
+		r.state.containers,
+		func(c *runtimeapi.Container) bool { return slices.Contains(ids, c.GetId()) },
+	)
 	r.state.containerAt = nil
 }
 
@@ -511,7 +529,10 @@ func filter[T any](items []T, keep func(T) bool) []T {
 }
 
 // ListPodSandbox implements runtime.Runtime.
-func (r *Runtime) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+func (r *Runtime) ListPodSandbox(
+	ctx context.Context,
+	f *runtimeapi.PodSandboxFilter,
+) ([]*runtimeapi.PodSandbox, error) {
 	return serve(ctx, r, runtime.OpListPodSandbox, "", func(state *Snapshot) ([]*runtimeapi.PodSandbox, error) {
 		if f == nil {
 			return slices.Clone(state.sandboxes), nil
@@ -540,25 +561,41 @@ func (r *Runtime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFil
 }
 
 // PodSandboxStatus implements runtime.Runtime.
-func (r *Runtime) PodSandboxStatus(ctx context.Context, id string, _ bool) (*runtimeapi.PodSandboxStatusResponse, error) {
-	return serve(ctx, r, runtime.OpPodSandboxStatus, id, func(state *Snapshot) (*runtimeapi.PodSandboxStatusResponse, error) {
-		st, ok := state.sandboxStatus[id]
-		if !ok {
-			return nil, status.Errorf(codes.NotFound, "an error occurred when try to find sandbox %q: not found", id)
-		}
-		return &runtimeapi.PodSandboxStatusResponse{Status: st}, nil
-	})
+func (r *Runtime) PodSandboxStatus(
+	ctx context.Context,
+	id string,
+	_ bool,
+) (*runtimeapi.PodSandboxStatusResponse, error) {
+	return serve(
+		ctx,
+		r,
+		runtime.OpPodSandboxStatus,
+		id,
+		func(state *Snapshot) (*runtimeapi.PodSandboxStatusResponse, error) {
+			st, ok := state.sandboxStatus[id]
+			if !ok {
+				return nil, status.Errorf(codes.NotFound, "an error occurred when try to find sandbox %q: not found", id)
+			}
+			return &runtimeapi.PodSandboxStatusResponse{Status: st}, nil
+		},
+	)
 }
 
 // ContainerStatus implements runtime.Runtime.
 func (r *Runtime) ContainerStatus(ctx context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
-	return serve(ctx, r, runtime.OpContainerStatus, id, func(state *Snapshot) (*runtimeapi.ContainerStatusResponse, error) {
-		st, ok := state.containerStatus[id]
-		if !ok {
-			return nil, status.Errorf(codes.NotFound, "an error occurred when try to find container %q: not found", id)
-		}
-		return &runtimeapi.ContainerStatusResponse{Status: st}, nil
-	})
+	return serve(
+		ctx,
+		r,
+		runtime.OpContainerStatus,
+		id,
+		func(state *Snapshot) (*runtimeapi.ContainerStatusResponse, error) {
+			st, ok := state.containerStatus[id]
+			if !ok {
+				return nil, status.Errorf(codes.NotFound, "an error occurred when try to find container %q: not found", id)
+			}
+			return &runtimeapi.ContainerStatusResponse{Status: st}, nil
+		},
+	)
 }
 
 func cloneContainer(c *runtimeapi.Container) *runtimeapi.Container {

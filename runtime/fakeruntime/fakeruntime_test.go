@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package fakeruntime
 
 import (
@@ -775,15 +778,15 @@ func TestCalls(t *testing.T) {
 	ctx := context.Background()
 	r := New(webPod())
 	r.SetItemError("c-ok", errA)
-	r.ListPodSandbox(ctx, nil)
-	r.ListContainers(ctx, nil)
-	r.ListContainers(ctx, runtime.ContainerFilterForPod("u1"))
-	r.PodSandboxStatus(ctx, "s1", false)
-	r.ContainerStatus(ctx, "c-run", false)
-	r.ContainerStatus(ctx, "c-run", true)
-	r.ContainerStatus(ctx, "c-ok", false)  // fails
-	r.ContainerStatus(ctx, "gone", false)  // NotFound
-	r.PodSandboxStatus(ctx, "gone", false) // NotFound
+	_, _ = r.ListPodSandbox(ctx, nil)
+	_, _ = r.ListContainers(ctx, nil)
+	_, _ = r.ListContainers(ctx, runtime.ContainerFilterForPod("u1"))
+	_, _ = r.PodSandboxStatus(ctx, "s1", false)
+	_, _ = r.ContainerStatus(ctx, "c-run", false)
+	_, _ = r.ContainerStatus(ctx, "c-run", true)
+	_, _ = r.ContainerStatus(ctx, "c-ok", false)  // fails
+	_, _ = r.ContainerStatus(ctx, "gone", false)  // NotFound
+	_, _ = r.PodSandboxStatus(ctx, "gone", false) // NotFound
 
 	wantOps := map[Op]int{runtime.OpListPodSandbox: 1, runtime.OpListContainers: 2, runtime.OpPodSandboxStatus: 2, runtime.OpContainerStatus: 4}
 	for op, want := range wantOps {
@@ -809,7 +812,7 @@ func TestCalls(t *testing.T) {
 		}
 	}
 	// Counting goes on after a reset; scripting survives it.
-	r.ContainerStatus(ctx, "c-ok", false)
+	_, _ = r.ContainerStatus(ctx, "c-ok", false)
 	if r.Calls(runtime.OpContainerStatus) != 1 || r.ItemCalls("c-ok") != 1 {
 		t.Errorf("counting after reset: %d, %d", r.Calls(runtime.OpContainerStatus), r.ItemCalls("c-ok"))
 	}
@@ -998,7 +1001,7 @@ func TestConcurrent(t *testing.T) {
 						_ = resp.GetStatus().String()
 					}
 				}
-				runtime.InspectPod(ctx, r, &runtime.Pod{UID: "u1", Sandboxes: sbs, Containers: cs})
+				_, _ = runtime.InspectPod(ctx, r, &runtime.Pod{UID: "u1", Sandboxes: sbs, Containers: cs})
 			}
 		})
 	}
@@ -1006,8 +1009,8 @@ func TestConcurrent(t *testing.T) {
 	wg.Go(func() {
 		states := []runtimeapi.ContainerState{cRunning, cExited, cCreated}
 		for i := range n {
-			r.SetContainerState("c-run", states[i%3], int32(i))
-			r.SetContainerState("c-ok", states[(i+1)%3], 0)
+			_ = r.SetContainerState("c-run", states[i%3], int32(i))
+			_ = r.SetContainerState("c-ok", states[(i+1)%3], 0)
 		}
 	})
 	wg.Go(func() {

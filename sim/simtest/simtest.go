@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simtest starts simulated CRI runtimes for tests, as httptest
 // starts HTTP servers.
 package simtest
@@ -22,7 +25,7 @@ func Start(t testing.TB, opts sim.Options) *sim.Sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	opts.Socket = filepath.Join(dir, "cri.sock")
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

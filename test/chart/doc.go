@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package chart tests the Helm chart (charts/pleg) with helm's Go module,
 // as `helm lint` and `helm template` would: it lints it, renders it with
 // its defaults and with each value set of charts/pleg/ci, and checks the

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package chart
 
 import (
@@ -89,17 +92,6 @@ func splitDocuments(data []byte) [][]byte {
 		cur.Write(line)
 	}
 	return append(docs, cur.Bytes())
-}
-
-// kind returns the rendered objects of kind.
-func (r rendered) kind(kind string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range r.objects {
-		if o.GetKind() == kind {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // sourceHeader starts each template's output in a golden render, as in

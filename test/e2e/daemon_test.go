@@ -1,7 +1,11 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,7 +33,7 @@ var plegBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(binDir, "pleg")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/plegkit/pleg/cmd/pleg").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("building pleg: %v\n%s", err, out)
+		return "", fmt.Errorf("building pleg: %w\n%s", err, out)
 	}
 	return bin, nil
 })
@@ -52,7 +56,7 @@ func daemonDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }
 
@@ -126,7 +130,7 @@ func readEvents(t *testing.T, d *daemonProcess, r client.EventsRequest) *eventRe
 	}
 	er := &eventReader{cancel: cancel, ended: make(chan error, 1)}
 	go func() {
-		defer stream.Close()
+		defer func() { _ = stream.Close() }()
 		for {
 			ev, err := stream.Next()
 			if err != nil {
@@ -227,7 +231,7 @@ func TestDaemonAgainstRuntime(t *testing.T) {
 		}
 		select {
 		case err := <-all.ended:
-			if err != io.EOF {
+			if !errors.Is(err, io.EOF) {
 				t.Errorf("stream ended with %v, want a clean end (EOF)", err)
 			}
 		case <-time.After(10 * time.Second):

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e runs the generator over the CRI adapter against real,
 // private runtimes started by internal/runtimetest: each test runs once
 // for every runtime of the matrix (runtimetest.Matrix: by default the
@@ -42,7 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	code := m.Run()
-	os.RemoveAll(binDir)
+	_ = os.RemoveAll(binDir)
 	if err := runtimes.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the runtimes:", err)
 		code = 1

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -58,8 +61,8 @@ func (r *rawEvents) of(id string) []string {
 // container in it that runs until the pod is stopped and removed, as
 // measured (see TestRuntimeEvents).
 func runtimeEvents(spec runtimetest.Spec) (sandbox, container []string) {
-	switch {
-	case spec.Kind == runtimetest.CRIO:
+	switch spec.Kind {
+	case runtimetest.CRIO:
 		// No CREATED for a sandbox, no DELETED for a pod removed with
 		// what is in it.
 		return []string{"STARTED", "STOPPED"}, []string{"CREATED", "STARTED", "STOPPED"}

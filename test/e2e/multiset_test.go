@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -271,8 +274,8 @@ func compareMultisets(generic, evented []pleg.Event, pods map[string]bool) strin
 		gs, gd, gr := count(g, S), count(g, D), count(g, R)
 		es, ed, er := count(e, S), count(e, D), count(e, R)
 		ok := false
-		switch {
-		case gs+gd+gr == 0:
+		switch gs + gd + gr {
+		case 0:
 			ok = es == 1 && ed == 1 && er == 1
 		default:
 			ok = er == gr && ed == gd && (es == gs || gs == 0 && es == 1)

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -470,7 +473,7 @@ func watchBinary(b *testing.B, in *runtimetest.Instance, name, bin string, args 
 	b.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		<-done
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	})
 	c, err := client.New(addr, client.Options{})
 	if err != nil {

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -41,7 +44,7 @@ func follow(t *testing.T, c *client.Client, r client.EventsRequest) *follower {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-f.done
+		<-f.done //nolint:errcheck // waits for the goroutine; its error is the cancellation's
 	})
 	return f
 }
@@ -290,8 +293,8 @@ func newestContainerd(t *testing.T) runtimetest.Spec {
 // versionLess compares "vX.Y.Z" versions.
 func versionLess(a, b string) bool {
 	var x, y [3]int
-	fmt.Sscanf(a, "v%d.%d.%d", &x[0], &x[1], &x[2])
-	fmt.Sscanf(b, "v%d.%d.%d", &y[0], &y[1], &y[2])
+	_, _ = fmt.Sscanf(a, "v%d.%d.%d", &x[0], &x[1], &x[2])
+	_, _ = fmt.Sscanf(b, "v%d.%d.%d", &y[0], &y[1], &y[2])
 	return slices.Compare(x[:], y[:]) < 0
 }
 

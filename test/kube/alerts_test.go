@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package kube
 
 import (
@@ -458,7 +461,7 @@ func (p *plegProcess) stop() error {
 	}
 	var exit *exec.ExitError
 	if errors.As(p.err, &exit) {
-		return fmt.Errorf("pleg exited %v:\n%s", p.err, strings.Join(p.logLines(), "\n"))
+		return fmt.Errorf("pleg exited %w:\n%s", p.err, strings.Join(p.logLines(), "\n"))
 	}
 	return nil
 }

@@ -1,8 +1,12 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package kube
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -103,7 +107,8 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 func moduleSource(ctx context.Context, module, version string) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version).Output()
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			err = fmt.Errorf("%w: %s", err, ee.Stderr)
 		}
 		return "", fmt.Errorf("go mod download %s@%s (it needs the Go module proxy): %w\n%s", module, version, err, out)

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kube tests pleg's reporting into a real Kubernetes API server:
 // the daemon over the simulated runtime, reporting to kube-apiserver and
 // etcd started by kubetest, read back with client-go as kubectl reads them.
@@ -44,7 +47,7 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	l := log.New(os.Stderr, "", log.Ltime|log.Lmicroseconds)
 	start := time.Now()
-	server, serverErr = kubetest.Start(ctx, func(f string, a ...any) { l.Output(2, fmt.Sprintf(f, a...)) })
+	server, serverErr = kubetest.Start(ctx, func(f string, a ...any) { _ = l.Output(2, fmt.Sprintf(f, a...)) })
 	cancel()
 	if serverErr == nil {
 		l.Printf("kube-apiserver ready at %s in %v", server.URL(), time.Since(start).Round(time.Millisecond))
@@ -221,7 +224,7 @@ func waitCondition(t *testing.T, cs kubernetes.Interface, node string, status co
 func nodeEvents(t *testing.T, cs kubernetes.Interface, node string) []corev1.Event {
 	t.Helper()
 	ref := &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
-	list, err := cs.CoreV1().Events("").Search(scheme.Scheme, ref)
+	list, err := cs.CoreV1().Events("").SearchWithContext(t.Context(), scheme.Scheme, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +235,7 @@ func nodeEvents(t *testing.T, cs kubernetes.Interface, node string) []corev1.Eve
 func podEvents(t *testing.T, cs kubernetes.Interface, namespace, name, uid string) []corev1.Event {
 	t.Helper()
 	ref := &corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: name, UID: types.UID(uid)}
-	list, err := cs.CoreV1().Events(namespace).Search(scheme.Scheme, ref)
+	list, err := cs.CoreV1().Events(namespace).SearchWithContext(t.Context(), scheme.Scheme, ref)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command testimg is the only program in the test image used by the
 // project's end-to-end tests (see package internal/runtimetest). It is built
 // as a static binary (CGO_ENABLED=0) and placed at /testimg in an image whose
@@ -76,6 +79,10 @@ func wait(sig <-chan os.Signal, d time.Duration) {
 }
 
 func usage(err error) {
-	fmt.Fprintf(os.Stderr, "testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay>]\n", err)
+	fmt.Fprintf(
+		os.Stderr,
+		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay>]\n",
+		err,
+	)
 	os.Exit(2)
 }

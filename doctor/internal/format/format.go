@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package format spells the figures of a diagnosis the same way in its
 // findings and in every rendering of its report.
 package format

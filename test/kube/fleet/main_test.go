@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fleet measures what a fleet of pleg costs the cluster it reports
 // to: N nodes on one machine, each a simulated runtime (`pleg sim`, with
 // churn) watched by its own `pleg run` process, all reporting to one real

@@ -1,3 +1,6 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubetest starts a real Kubernetes API server for tests: etcd and
 // kube-apiserver built from their Go modules (go.etcd.io/etcd/server/v3
 // and k8s.io/kubernetes, at the versions this module's go.mod names as
@@ -115,7 +118,7 @@ func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
 		// Built as a plain `go build` builds them (the tests' -race is a
 		// flag of theirs), so that the build cache serves every run.
 		if output, err := cmd.CombinedOutput(); err != nil {
-			return b, fmt.Errorf("kubetest: go build %s in %s: %v\n%s", out.pkg, mod, err, tail(string(output), 20))
+			return b, fmt.Errorf("kubetest: go build %s in %s: %w\n%s", out.pkg, mod, err, tail(string(output), 20))
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			logf("kubetest: built %s in %v", out.pkg, d.Round(time.Second))
@@ -140,8 +143,7 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Server, error) {
 	}
 	s := &Server{dir: dir, bin: bin, logf: logf}
 	if err := s.start(ctx); err != nil {
-		s.Stop()
-		return nil, err
+		return nil, errors.Join(err, s.Stop())
 	}
 	return s, nil
 }
@@ -348,13 +350,13 @@ func startProcess(logPath, bin string, args ...string) (*process, error) {
 	// Should the test binary die, its servers die with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close() // the child holds its own descriptor
 		return nil, fmt.Errorf("kubetest: starting %s: %w", bin, err)
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 		close(p.done)
 	}()
 	return p, nil
@@ -395,11 +397,12 @@ func waitFor(ctx context.Context, p *process, name string, ready func() error) e
 			return nil
 		}
 		if p.exited() {
+			//nolint:errorlint // p.err is nil when it exited with status 0: %v says so, %w would not
 			return fmt.Errorf("kubetest: %s exited before it was ready: %v (see its log)", name, p.err)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kubetest: %s not ready: %w (last: %v)", name, ctx.Err(), last)
+			return fmt.Errorf("kubetest: %s not ready: %w (last: %w)", name, ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -411,7 +414,7 @@ func freePorts(n int) ([]int, error) {
 	var lis []net.Listener
 	defer func() {
 		for _, l := range lis {
-			l.Close()
+			_ = l.Close() // only held to reserve the port
 		}
 	}()
 	for range n {
@@ -460,10 +463,10 @@ func lock(path string) (func(), error) {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close() // the lock failed: that error is the one to tell
 		return nil, fmt.Errorf("kubetest: lock %s: %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	return func() { _ = f.Close() }, nil // closing releases the lock; nothing was written
 }
 
 func tail(s string, n int) string {

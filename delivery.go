@@ -1,0 +1,160 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package pleg
+
+import (
+	"slices"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg/runtime"
+)
+
+// outbox holds the changes of pods, found by a relist (relist.go) or an
+// event's payload (payload.go), applied one after another, to be kept
+// in the store with one commit, then delivered in order: nothing is seen
+// that a restart would forget, and a relist of many pods costs the store
+// a write per batch, not per pod.
+type outbox struct {
+	changes []*podChange
+	ends    []int // where each change's events end in events
+	events  []Event
+	reports []PodReport
+}
+
+// deliver delivers one pod's change at once. Callers hold relistMu.
+func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
+	var out outbox
+	g.stage(&out, rec, change, status)
+	g.flush(&out)
+}
+
+// stage logs a pod's change the kubelet's way and puts it in out, with
+// what is now reported of the pod (rec, advanced). Callers hold relistMu.
+func (g *Generator) stage(out *outbox, rec *podRecord, change *podChange, status *runtime.PodStatus) {
+	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
+		return
+	}
+	change.transitions = ranWhileAway(change.transitions, status)
+	for i := range change.transitions {
+		t := &change.transitions[i]
+		g.log.Debug(
+			"GenericPLEG",
+			"podUID",
+			change.uid,
+			"containerID",
+			t.id,
+			"sandbox",
+			t.sandbox,
+			"oldState",
+			t.old,
+			"newState",
+			t.new,
+		)
+		if t.new == stateExited && !t.sandbox && status != nil {
+			if c := status.FindContainerByID(t.id); c != nil {
+				g.log.Debug(
+					"Generic (PLEG): container finished",
+					"podID",
+					change.uid,
+					"containerID",
+					t.id,
+					"exitCode",
+					c.GetExitCode(),
+				)
+			}
+		}
+	}
+	out.changes = append(out.changes, change)
+	out.events = append(out.events, change.events()...)
+	out.ends = append(out.ends, len(out.events))
+	out.reports = append(out.reports, rec.report())
+}
+
+// flush commits what out holds to the store and then delivers it to the
+// subscribers, in order, and empties out. Callers hold relistMu.
+func (g *Generator) flush(out *outbox) {
+	if len(out.changes) == 0 {
+		return
+	}
+	if err := g.store.Commit(out.events, out.reports); err != nil {
+		g.metrics.StoreFailures.Inc()
+		g.log.Error("PLEG: Could not keep changes in the store; delivering them anyway, a restart may report them again",
+			"pods", len(out.changes), "err", err)
+	}
+	start := 0
+	for i, c := range out.changes {
+		g.out.publish(c, out.events[start:out.ends[i]])
+		start = out.ends[i]
+	}
+	clear(out.changes)
+	clear(out.events)
+	clear(out.reports)
+	out.changes, out.ends, out.events, out.reports = out.changes[:0], out.ends[:0], out.events[:0], out.reports[:0]
+}
+
+// podIPs keeps the IPs of a pod whose sandboxes have all been torn down:
+// the API expects a finished pod to keep reporting the IP it had. A pod
+// with a ready sandbox reports what that sandbox reports, even nothing.
+func (g *Generator) podIPs(uid string, status *runtime.PodStatus) []string {
+	if len(status.IPs) > 0 {
+		return status.IPs
+	}
+	for _, sb := range status.Sandboxes {
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return status.IPs
+		}
+	}
+	cached, err := g.cache.Get(uid)
+	if err != nil || cached == nil {
+		return nil
+	}
+	return cached.IPs
+}
+
+// ranWhileAway completes what a restart found with what the runtime says
+// of each item: the times a container started and finished, and for one
+// last reported not yet running (unknown to the records, or created) that
+// is found exited, that it ran first. Its Started was never reported: a
+// store keeps what was reported with the events, so a record without it
+// means the event was never delivered (a generator killed between an
+// event and its commit, say). The kubelet's relist reports such a
+// container Died alone; this one reports it Started, with its start time,
+// then Died.
+func ranWhileAway(ts []transition, status *runtime.PodStatus) []transition {
+	if status == nil || !slices.ContainsFunc(ts, func(t transition) bool { return t.afterRestart }) {
+		return ts
+	}
+	out := make([]transition, 0, len(ts)+1)
+	for _, t := range ts {
+		if !t.afterRestart {
+			out = append(out, t)
+			continue
+		}
+		if t.sandbox {
+			if sb := findSandbox(status, t.id); sb != nil {
+				t.started = sb.GetCreatedAt()
+			}
+		} else if c := status.FindContainerByID(t.id); c != nil {
+			t.started, t.finished = c.GetStartedAt(), c.GetFinishedAt()
+		}
+		if (t.old == stateNonExistent || t.old == stateUnknown) && t.new == stateExited && t.started > 0 {
+			ran := t
+			ran.new, ran.finished = stateRunning, 0
+			out = append(out, ran)
+			t.old = stateRunning
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func findSandbox(status *runtime.PodStatus, id string) *runtimeapi.PodSandboxStatus {
+	for _, sb := range status.Sandboxes {
+		if sb.GetId() == id {
+			return sb
+		}
+	}
+	return nil
+}
