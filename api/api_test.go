@@ -26,6 +26,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/journal"
+	"github.com/plegkit/pleg/journal/journaltest"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -93,7 +94,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
 	f := &fixture{health: &healthy{ok: true}}
 	if opts.Journal == nil {
-		opts.Journal = memJournal(100, 1000)
+		opts.Journal = journaltest.Memory(100, 1000)
 	}
 	if opts.Cache == nil {
 		opts.Cache = testCache()
@@ -227,7 +228,7 @@ func next(t *testing.T, r *bufio.Reader) Event {
 
 func TestEventsLiveWithFilters(t *testing.T) {
 	f := newFixture(t, Options{})
-	appendEvent(f.journal, event(pleg.ContainerStarted, "old", "shop", "x")) // before the client came
+	journaltest.Append(f.journal, event(pleg.ContainerStarted, "old", "shop", "x")) // before the client came
 	for _, tc := range []struct {
 		query string
 		want  []string // container names, in order
@@ -245,10 +246,10 @@ func TestEventsLiveWithFilters(t *testing.T) {
 				t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
 			start := f.journal.Last()
-			appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", "a"))
-			appendEvent(f.journal, event(pleg.ContainerStarted, "db", "shop", "b"))
-			appendEvent(f.journal, event(pleg.ContainerDied, "web", "shop", "c"))
-			appendEvent(f.journal, event(pleg.ContainerStarted, "dns", "kube-system", "d"))
+			journaltest.Append(f.journal, event(pleg.ContainerStarted, "web", "shop", "a"))
+			journaltest.Append(f.journal, event(pleg.ContainerStarted, "db", "shop", "b"))
+			journaltest.Append(f.journal, event(pleg.ContainerDied, "web", "shop", "c"))
+			journaltest.Append(f.journal, event(pleg.ContainerStarted, "dns", "kube-system", "d"))
 			var got []string
 			for range tc.want {
 				ev := next(t, r)
@@ -266,9 +267,9 @@ func TestEventsLiveWithFilters(t *testing.T) {
 
 func TestEventsLineFormat(t *testing.T) {
 	f := newFixture(t, Options{})
-	appendEvent(f.journal, pleg.Event{Type: pleg.ContainerDied, PodUID: "u1", PodName: "web", PodNamespace: "shop",
+	journaltest.Append(f.journal, pleg.Event{Type: pleg.ContainerDied, PodUID: "u1", PodName: "web", PodNamespace: "shop",
 		ContainerID: "c1", ContainerName: "nginx", Observed: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)})
-	appendEvent(f.journal, pleg.Event{Type: pleg.PodSync, PodUID: "u1", PodName: "web", PodNamespace: "shop", Observed: t0})
+	journaltest.Append(f.journal, pleg.Event{Type: pleg.PodSync, PodUID: "u1", PodName: "web", PodNamespace: "shop", Observed: t0})
 	_, r := f.stream(t, "?since=999")
 	var lines bytes.Buffer
 	for range 2 {
@@ -289,7 +290,7 @@ func TestEventsLineFormat(t *testing.T) {
 func TestEventsResumeWithoutDuplicatesOrHoles(t *testing.T) {
 	f := newFixture(t, Options{})
 	for i := range 10 {
-		appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
+		journaltest.Append(f.journal, event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
 	}
 	// A client read up to 1004, then came back.
 	_, r := f.stream(t, "?since=1004")
@@ -307,9 +308,9 @@ func TestEventsResumeWithoutDuplicatesOrHoles(t *testing.T) {
 }
 
 func TestEventsGapWhenTheRingMovedOn(t *testing.T) {
-	f := newFixture(t, Options{Journal: memJournal(4, 1000)})
+	f := newFixture(t, Options{Journal: journaltest.Memory(4, 1000)})
 	for i := range 10 { // 1000..1009; the ring keeps 1006..1009
-		appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
+		journaltest.Append(f.journal, event(pleg.ContainerStarted, "web", "shop", fmt.Sprint(i)))
 	}
 	_, r := f.stream(t, "?since=1001&type=ContainerDied")
 	gap := next(t, r)
@@ -328,7 +329,7 @@ func TestEventsGapWhenTheRingMovedOn(t *testing.T) {
 
 func TestEventsBadQueries(t *testing.T) {
 	f := newFixture(t, Options{})
-	appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", "a")) // 1000
+	journaltest.Append(f.journal, event(pleg.ContainerStarted, "web", "shop", "a")) // 1000
 	for _, tc := range []struct {
 		query, header, want string
 	}{
@@ -363,7 +364,7 @@ func TestEventStreamCap(t *testing.T) {
 // waits for it, other clients get everything, and the server cuts it once
 // a write stalls past the write timeout, freeing its stream slot.
 func TestClientThatNeverReads(t *testing.T) {
-	f := newFixture(t, Options{MaxStreams: 2, WriteTimeout: 3 * time.Second, Journal: memJournal(1<<16, 1)})
+	f := newFixture(t, Options{MaxStreams: 2, WriteTimeout: 3 * time.Second, Journal: journaltest.Memory(1<<16, 1)})
 	conn, err := net.Dial("tcp", f.ts.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -399,7 +400,7 @@ func TestClientThatNeverReads(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range n {
-			appendEvent(f.journal, pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
+			journaltest.Append(f.journal, pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
 		}
 	}()
 	select {
@@ -452,7 +453,7 @@ func TestWritePodListMatchesNewPodList(t *testing.T) {
 func TestHealthzVerboseAndMode(t *testing.T) {
 	f := &fixture{health: &healthy{ok: true}}
 	srv := NewServer(Options{
-		Cache: testCache(), Journal: memJournal(10, 1),
+		Cache: testCache(), Journal: journaltest.Memory(10, 1),
 		Checks:  []pleg.HealthCheck{{Name: "PLEG", Healthy: f.health.check}},
 		Mode:    func() (string, string) { return "evented", "mode auto: evented since 10:00" },
 		Details: func() []string { return []string{"runtime: event stream: supported"} },

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/journal/journaltest"
 	"github.com/plegkit/pleg/podcache"
 )
 
@@ -22,7 +23,7 @@ import (
 // NDJSON over HTTP on loopback.
 func BenchmarkEventsTo10Clients(b *testing.B) {
 	const clients = 10
-	j := memJournal(1<<20, 1)
+	j := journaltest.Memory(1<<20, 1)
 	srv := NewServer(Options{Cache: podcache.New(), Journal: j})
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
@@ -62,7 +63,7 @@ func BenchmarkEventsTo10Clients(b *testing.B) {
 	ready.Wait()
 	b.ResetTimer()
 	for range b.N {
-		appendEvent(j, ev)
+		journaltest.Append(j, ev)
 	}
 	done.Wait()
 	b.StopTimer()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/journal/journaltest"
 )
 
 // FuzzEventQuery feeds /v1/events queries and Last-Event-ID headers to
@@ -32,11 +33,11 @@ func FuzzEventQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		j := memJournal(4, 1000) // holds the 4 latest of 1000..1009
+		j := journaltest.Memory(4, 1000) // holds the 4 latest of 1000..1009
 		pods := []string{"web", "db", "dns"}
 		types := []pleg.EventType{pleg.ContainerStarted, pleg.ContainerDied, pleg.PodSync}
 		for i := range 10 {
-			appendEvent(j, event(types[i%len(types)], pods[i%len(pods)], []string{"shop", "kube-system"}[i%2], "c"))
+			journaltest.Append(j, event(types[i%len(types)], pods[i%len(pods)], []string{"shop", "kube-system"}[i%2], "c"))
 		}
 		cursor := j.Last()
 		if q.hasSince {

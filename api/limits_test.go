@@ -22,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/journal/journaltest"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -119,7 +120,7 @@ func TestStalledPodsReadersAreCut(t *testing.T) {
 	// The whole answer's deadline is another test's: here, on a busy
 	// machine under the race detector, the reading client may take more
 	// than the default 30 s and must not be cut for it.
-	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: memJournal(10, 1), WriteTimeout: 3 * time.Second,
+	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: journaltest.Memory(10, 1), WriteTimeout: 3 * time.Second,
 		PodsTimeout: time.Hour})
 	ts, counted := startServer(t, srv)
 	const stalled = 40
@@ -183,7 +184,7 @@ func trickles(t testing.TB, server, path string, period time.Duration, stop <-ch
 // of the cache under it, for as long as it liked. The answer now ends at
 // its own deadline however the client reads.
 func TestTricklingPodsReaderIsCut(t *testing.T) {
-	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: memJournal(10, 1), PodsTimeout: time.Second})
+	srv := NewServer(Options{Cache: bigCache(4 << 20), Journal: journaltest.Memory(10, 1), PodsTimeout: time.Second})
 	ts, counted := startServer(t, srv)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -206,7 +207,7 @@ func TestStalledMetricsReaderIsCut(t *testing.T) {
 	for i := range 20000 {
 		big.WithLabelValues(strconv.Itoa(i)).Set(float64(i))
 	}
-	srv := NewServer(Options{Cache: testCache(), Journal: memJournal(10, 1), Gatherer: reg, WriteTimeout: time.Second})
+	srv := NewServer(Options{Cache: testCache(), Journal: journaltest.Memory(10, 1), Gatherer: reg, WriteTimeout: time.Second})
 	ts, counted := startServer(t, srv)
 	neverReads(t, ts.Listener.Addr().String(), "127.0.0.2", "/metrics")
 	waitFor(t, "the answer to start", func() bool { return counted.n.Load() == 1 })
@@ -219,7 +220,7 @@ func TestStalledMetricsReaderIsCut(t *testing.T) {
 // stream that sends no event is ended after StreamIdleTimeout without the
 // client doing anything.
 func TestNeverReadingClientsCannotHoldEveryStream(t *testing.T) {
-	j := memJournal(100, 1)
+	j := journaltest.Memory(100, 1)
 	srv := NewServer(Options{Cache: testCache(), Journal: j, MaxStreams: 64, MaxStreamsPerClient: 16,
 		StreamIdleTimeout: 2 * time.Second, KeepAlive: 50 * time.Millisecond})
 	ts, counted := startServer(t, srv)
@@ -240,7 +241,7 @@ func TestNeverReadingClientsCannotHoldEveryStream(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("another client got %d", resp.StatusCode)
 	}
-	appendEvent(j, event(pleg.ContainerStarted, "web", "shop", "a"))
+	journaltest.Append(j, event(pleg.ContainerStarted, "web", "shop", "a"))
 	if ev := next(t, bufio.NewReader(resp.Body)); ev.ContainerName != "a" {
 		t.Errorf("another client got %+v", ev)
 	}
@@ -295,10 +296,10 @@ func TestStreamsPerClient(t *testing.T) {
 // A stream replaying a long backlog ends at Close between two batches,
 // instead of writing the whole backlog first.
 func TestCloseEndsABacklogReplay(t *testing.T) {
-	j := memJournal(100_000, 1)
+	j := journaltest.Memory(100_000, 1)
 	big := strings.Repeat("x", 200)
 	for i := range 100_000 {
-		appendEvent(j, pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
+		journaltest.Append(j, pleg.Event{Type: pleg.ContainerStarted, PodUID: big, ContainerID: fmt.Sprint(i)})
 	}
 	srv := NewServer(Options{Cache: testCache(), Journal: j})
 	ts, counted := startServer(t, srv)
@@ -328,9 +329,9 @@ func TestCloseEndsABacklogReplay(t *testing.T) {
 // stepped back across a restart) gets a Gap and everything the ring
 // holds, not a 400.
 func TestResumeFromARunWhoseClockWasAhead(t *testing.T) {
-	f := newFixture(t, Options{Journal: memJournal(100, 1000)})
+	f := newFixture(t, Options{Journal: journaltest.Memory(100, 1000)})
 	for _, c := range []string{"a", "b"} {
-		appendEvent(f.journal, event(pleg.ContainerStarted, "web", "shop", c))
+		journaltest.Append(f.journal, event(pleg.ContainerStarted, "web", "shop", c))
 	}
 	for _, h := range [][]string{nil, {"Last-Event-ID", "5000"}} {
 		query := "?since=5000"
@@ -429,7 +430,7 @@ func TestReadyzAndLivez(t *testing.T) {
 
 // Probes serves what may face a network, and nothing of the pods.
 func TestProbes(t *testing.T) {
-	srv := NewServer(Options{Cache: testCache(), Journal: memJournal(10, 1), Gatherer: prometheus.NewRegistry()})
+	srv := NewServer(Options{Cache: testCache(), Journal: journaltest.Memory(10, 1), Gatherer: prometheus.NewRegistry()})
 	ts := httptest.NewServer(srv.Probes())
 	defer ts.Close()
 	for path, code := range map[string]int{"/healthz": 200, "/readyz": 200, "/livez": 200, "/metrics": 200, "/v1/pods": 404, "/v1/events": 404, "/debug/pprof/": 404} {
@@ -511,7 +512,7 @@ func slowPodsReaders(b *testing.B, podsTimeout time.Duration) (held float64, ope
 		cache.UpdateTime(t0.Add(time.Duration(generation) * time.Second))
 	}
 	churn()
-	srv := NewServer(Options{Cache: cache, Journal: memJournal(10, 1), PodsTimeout: podsTimeout})
+	srv := NewServer(Options{Cache: cache, Journal: journaltest.Memory(10, 1), PodsTimeout: podsTimeout})
 	counted := &inFlight{h: srv}
 	ts := httptest.NewUnstartedServer(counted)
 	ts.Listener = smallBuffers{ts.Listener}

@@ -26,6 +26,7 @@ import (
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/journal"
+	"github.com/plegkit/pleg/journal/journaltest"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -101,7 +102,7 @@ func newDaemon(t *testing.T, first uint64) *daemon {
 	if _, err := pleg.New(nilRuntime{}, pleg.Options{Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{journal: memJournal(100, first), cache: podcache.New()}
+	d := &daemon{journal: journaltest.Memory(100, first), cache: podcache.New()}
 	srv := api.NewServer(api.Options{
 		Checks:   []pleg.HealthCheck{{Name: "PLEG", Healthy: func() (bool, error) { return true, nil }}},
 		Cache:    d.cache,
@@ -119,7 +120,7 @@ func newDaemon(t *testing.T, first uint64) *daemon {
 type nilRuntime struct{ runtime.Runtime }
 
 func (d *daemon) append(pod string) uint64 {
-	return appendEvent(d.journal, pleg.Event{PodUID: "uid-" + pod, PodName: pod, PodNamespace: "ns", Type: pleg.ContainerStarted, ContainerID: "c-" + pod, Observed: time.Now()})
+	return journaltest.Append(d.journal, pleg.Event{PodUID: "uid-" + pod, PodName: pod, PodNamespace: "ns", Type: pleg.ContainerStarted, ContainerID: "c-" + pod, Observed: time.Now()})
 }
 
 func serve(t *testing.T, h http.Handler) (*httptest.Server, *Client) {
