@@ -32,10 +32,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/plegkit/pleg/internal/cachelock"
 	"github.com/plegkit/pleg/internal/runtimetest"
 )
 
@@ -94,7 +94,7 @@ func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binaries{}, fmt.Errorf("promtest: %w", err)
 	}
-	unlock, err := lock(dir + ".lock")
+	unlock, err := cachelock.Acquire(dir + ".lock")
 	if err != nil {
 		return Binaries{}, err
 	}
@@ -173,20 +173,6 @@ func goCommand(ctx context.Context, dir string, args ...string) error {
 			strings.Join(args, " "), dir, err, tail(string(out), 20))
 	}
 	return nil
-}
-
-// lock takes an exclusive lock on path, waiting for it, and returns what
-// releases it.
-func lock(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("promtest: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close() // the lock failed: that error is the one to tell
-		return nil, fmt.Errorf("promtest: lock %s: %w", path, err)
-	}
-	return func() { _ = f.Close() }, nil // closing releases the lock; nothing was written
 }
 
 // RunPromtool runs promtool with args in dir and returns its output. A

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/plegkit/pleg/internal/cachelock"
 )
 
 // CRINamespace is the containerd namespace of CRI objects.
@@ -59,7 +61,7 @@ func InstallContainerd(ctx context.Context, version string, logf func(string, ..
 	if err != nil {
 		return b, err
 	}
-	unlock, err := lockFile(dir + ".lock")
+	unlock, err := cachelock.Acquire(dir + ".lock")
 	if err != nil {
 		return b, err
 	}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/plegkit/pleg/internal/cachelock"
 )
 
 const crioModule = "github.com/cri-o/cri-o"
@@ -63,7 +65,7 @@ func InstallCRIO(ctx context.Context, version string, logf func(string, ...any))
 	if err != nil {
 		return b, err
 	}
-	unlock, err := lockFile(dir + ".lock")
+	unlock, err := cachelock.Acquire(dir + ".lock")
 	if err != nil {
 		return b, err
 	}

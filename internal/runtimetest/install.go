@@ -13,8 +13,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/plegkit/pleg/internal/cachelock"
 )
 
 // Binaries are the absolute paths of everything an Instance runs; those a
@@ -232,7 +233,7 @@ func aptInstall(ctx context.Context, pkgs ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(filepath.Join(dir, "apt.lock"))
+	unlock, err := cachelock.Acquire(filepath.Join(dir, "apt.lock"))
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +269,7 @@ func buildTestImage(ctx context.Context, b *Binaries) error {
 	}
 	// The lock the harness has always taken for this directory: test
 	// processes of older checkouts build the same files.
-	unlock, err := lockFile(filepath.Join(filepath.Dir(dir), "containerdtest.lock"))
+	unlock, err := cachelock.Acquire(filepath.Join(filepath.Dir(dir), "containerdtest.lock"))
 	if err != nil {
 		return err
 	}
@@ -283,20 +284,6 @@ func buildTestImage(ctx context.Context, b *Binaries) error {
 		return fmt.Errorf("runtimetest: writing the test image archive: %w", err)
 	}
 	return nil
-}
-
-// lockFile takes an exclusive lock on path, waiting for it, and returns
-// the function that releases it.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("runtimetest: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close() // the lock failed: that error is the one to tell
-		return nil, fmt.Errorf("runtimetest: lock %s: %w", path, err)
-	}
-	return func() { _ = f.Close() }, nil // closing releases the lock; nothing was written
 }
 
 // timed logs how long a slow step took.

@@ -30,6 +30,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/plegkit/pleg/internal/cachelock"
 )
 
 // The tools' packages, as this module's go.mod names them.
@@ -102,7 +104,7 @@ func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return Binaries{}, fmt.Errorf("kubetest: %w", err)
 	}
-	unlock, err := lock(filepath.Join(binDir, "..", "build.lock"))
+	unlock, err := cachelock.Acquire(filepath.Join(binDir, "..", "build.lock"))
 	if err != nil {
 		return Binaries{}, err
 	}
@@ -455,18 +457,6 @@ func goTool() string {
 		return p
 	}
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-}
-
-func lock(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("kubetest: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close() // the lock failed: that error is the one to tell
-		return nil, fmt.Errorf("kubetest: lock %s: %w", path, err)
-	}
-	return func() { _ = f.Close() }, nil // closing releases the lock; nothing was written
 }
 
 func tail(s string, n int) string {
