@@ -211,8 +211,10 @@ type phase struct {
 	peak      float64
 	peakAt    time.Duration
 	peakCount float64
-	// excess lists the intervals whose requests passed the bound.
-	excess []string
+	// excess lists the intervals whose requests passed the bound, and
+	// closest is the largest share of it any interval used.
+	excess  []string
+	closest float64
 }
 
 // rate is the phase's mean rate of pleg's requests.
@@ -256,7 +258,9 @@ func analyze(name string, samples []sample, allowed func(time.Duration) float64)
 	for i := range samples {
 		for j := i + 1; j < len(samples); j++ {
 			d := samples[j].at.Sub(samples[i].at)
-			if n := totals[j] - totals[i]; n > allowed(d) {
+			n := totals[j] - totals[i]
+			p.closest = max(p.closest, n/allowed(d))
+			if n > allowed(d) {
 				p.excess = append(p.excess, fmt.Sprintf("%v requests in the %v from %v, over %v allowed",
 					n, d.Round(time.Millisecond), samples[i].at.Sub(first.at).Round(time.Millisecond), allowed(d)))
 			}
@@ -322,5 +326,8 @@ func TestAnalyze(t *testing.T) {
 	}
 	if !slices.Equal(p.excess, want) {
 		t.Errorf("excess\n%s\nwant\n%s", strings.Join(p.excess, "\n"), strings.Join(want, "\n"))
+	}
+	if p.closest != 2.5 {
+		t.Errorf("closest to the bound %v, want 2.5 (10 requests in 3 s, 4 allowed)", p.closest)
 	}
 }
