@@ -4,6 +4,7 @@
 package fleet
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -133,6 +134,7 @@ func readPromSelf(ctx context.Context, p *promtest.Server) (promSelf, error) {
 	if err != nil {
 		return promSelf{}, fmt.Errorf("prometheus /metrics: %w", err)
 	}
+	// Each is a counter or a gauge: the other's value reads 0.
 	sum := func(name string) float64 {
 		var s float64
 		for _, m := range families[name].GetMetric() {
@@ -164,12 +166,13 @@ type scrapes struct {
 }
 
 // measureScrapes reads the stretch at rest that from and to bound from
-// Prometheus: its queries over the stretch (widened by one scrape
-// interval, so that each target has two scrapes in it), its own counters
-// read at either end, and one scrape of each daemon with gzip.
+// Prometheus: its queries over the stretch (widened by two scrape
+// intervals, so that each target has two scrapes in it even if one
+// failed), its own counters read at either end, and one scrape of each
+// daemon with gzip.
 func measureScrapes(ctx context.Context, p *promtest.Server, f *fleet, s scrapeSettings, from, to promSelf) (scrapes, error) {
 	r := scrapes{interval: s.interval}
-	window := model.Duration(to.at.Sub(from.at) + s.interval).String()
+	window := model.Duration(to.at.Sub(from.at) + 2*s.interval).String()
 	queries := []struct {
 		expr string
 		into *[]float64
@@ -253,7 +256,7 @@ func gzipSize(ctx context.Context, addr string) (int, error) {
 		return 0, fmt.Errorf("/metrics answered %q, not gzip", resp.Header.Get("Content-Encoding"))
 	}
 	// The answer must be gzip indeed.
-	zr, err := gzip.NewReader(strings.NewReader(string(raw)))
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
 		return 0, err
 	}
