@@ -190,8 +190,7 @@ func runFleet(t *testing.T, cs kubernetes.Interface, smp *sampler, opts fleetOpt
 	ctx := t.Context()
 	started := time.Now()
 	f := startFleet(t, cs, opts)
-	restFor := cfg.rest
-	r := result{size: opts.size, mode: opts.mode, relist: cfg.relistPeriod(), rest: restFor, pods: 20}
+	r := result{size: opts.size, mode: opts.mode, relist: cfg.relistPeriod(), rest: cfg.rest, pods: 20}
 	allowed := func(d time.Duration) float64 { return float64(opts.size) * perNodeAllowed(d) }
 	// Progress is waited on, never assumed: the deadlines bound it on a
 	// busy machine, a minute a node at the least.
@@ -204,40 +203,11 @@ func runFleet(t *testing.T, cs kubernetes.Interface, smp *sampler, opts fleetOpt
 	waitScraped(t, prom, f, within)
 	t.Logf("%d nodes reporting and scraped %v after the start", opts.size, time.Since(started).Round(time.Second))
 
-	// At rest.
-	from := markT(t, ctx, smp)
-	prom0 := readPromSelfT(t, prom)
-	daemons0, runtimes0 := f.usage(t)
-	time.Sleep(restFor) // the measurement's length: nothing is waited on
-	daemons1, runtimes1 := f.usage(t)
-	prom1 := readPromSelfT(t, prom)
-	to := markT(t, ctx, smp, from)
-	load, err := loadAverage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.load = load
-	if r.scrapes, err = measureScrapes(ctx, prom, f, opts.scrape, prom0, prom1); err != nil {
-		t.Fatal(err)
-	}
-	if behind := fallingBehind(f, r.scrapes.relistInterval, r.relist); len(behind) > 0 {
-		t.Errorf("%d of %d daemons fall behind their relist period %v at rest (load average %s), so the figures "+
-			"understate a node's cost: run fewer nodes, PLEG_FLEET_MODE=evented or a longer PLEG_FLEET_RELIST: %s",
-			len(behind), opts.size, r.relist, load, strings.Join(behind[:min(5, len(behind))], "; "))
-	}
-	samples := smp.between(from, to)
-	r.atRest = analyze("at rest", samples, allowed)
-	for i := range daemons1 {
-		r.daemonCPU = append(r.daemonCPU, share(daemons1[i].cpu-daemons0[i].cpu, r.atRest.length))
-		r.daemonRSS = append(r.daemonRSS, float64(daemons1[i].rss))
-		r.runtimeCPU = append(r.runtimeCPU, share(runtimes1[i].cpu-runtimes0[i].cpu, r.atRest.length))
-		r.runtimeRSS = append(r.runtimeRSS, float64(runtimes1[i].rss))
-	}
-	r.apiServerCPU = apiServerCPU(samples)
+	measureRest(t, smp, f, prom, opts.scrape, &r)
 
 	// Every runtime hangs at once: the condition turns on (the runtime
 	// does not answer) and the node gets an event.
-	from = markT(t, ctx, smp)
+	from := markT(t, ctx, smp)
 	if err := f.signalRuntimes(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -269,6 +239,45 @@ func runFleet(t *testing.T, cs kubernetes.Interface, smp *sampler, opts fleetOpt
 		}
 	}
 	return r
+}
+
+// measureRest measures the fleet for r.rest while nothing goes wrong:
+// pleg's requests, each daemon's and runtime's CPU and memory, what
+// Prometheus scraped and what that cost it. It fails the test if a daemon
+// falls behind its relist period, as on a machine too small for the
+// fleet.
+func measureRest(t *testing.T, smp *sampler, f *fleet, prom *promtest.Server, scrape scrapeSettings, r *result) {
+	t.Helper()
+	ctx := t.Context()
+	from := markT(t, ctx, smp)
+	prom0 := readPromSelfT(t, prom)
+	daemons0, runtimes0 := f.usage(t)
+	time.Sleep(r.rest) // the measurement's length: nothing is waited on
+	daemons1, runtimes1 := f.usage(t)
+	prom1 := readPromSelfT(t, prom)
+	to := markT(t, ctx, smp, from)
+	load, err := loadAverage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.load = load
+	if r.scrapes, err = measureScrapes(ctx, prom, f, scrape, prom0, prom1); err != nil {
+		t.Fatal(err)
+	}
+	if behind := fallingBehind(f, r.scrapes.relistInterval, r.relist); len(behind) > 0 {
+		t.Errorf("%d of %d daemons fall behind their relist period %v at rest (load average %s), so the figures "+
+			"understate a node's cost: run fewer nodes, PLEG_FLEET_MODE=evented or a longer PLEG_FLEET_RELIST: %s",
+			len(behind), f.size, r.relist, load, strings.Join(behind[:min(5, len(behind))], "; "))
+	}
+	samples := smp.between(from, to)
+	r.atRest = analyze("at rest", samples, func(d time.Duration) float64 { return float64(f.size) * perNodeAllowed(d) })
+	for i := range daemons1 {
+		r.daemonCPU = append(r.daemonCPU, share(daemons1[i].cpu-daemons0[i].cpu, r.atRest.length))
+		r.daemonRSS = append(r.daemonRSS, float64(daemons1[i].rss))
+		r.runtimeCPU = append(r.runtimeCPU, share(runtimes1[i].cpu-runtimes0[i].cpu, r.atRest.length))
+		r.runtimeRSS = append(r.runtimeRSS, float64(runtimes1[i].rss))
+	}
+	r.apiServerCPU = apiServerCPU(samples)
 }
 
 func share(cpu, over time.Duration) float64 { return cpu.Seconds() / over.Seconds() }

@@ -51,9 +51,12 @@ func plegs(r request) bool {
 // sample is the API server's request counters at one moment, and the
 // CPU it had used (process_cpu_seconds_total).
 type sample struct {
-	at     time.Time
-	counts map[request]float64
-	cpu    float64
+	// at is when the answer had come whole; sent, when it was asked
+	// for. The counters count every request done before sent, and none
+	// done after at: on a busy machine the two are seconds apart.
+	at, sent time.Time
+	counts   map[request]float64
+	cpu      float64
 }
 
 // plegRequests is the number of pleg's requests counted so far.
@@ -112,6 +115,7 @@ func (s *sampler) read(ctx context.Context) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
+	sent := time.Now()
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return sample{}, err
@@ -128,7 +132,7 @@ func (s *sampler) read(ctx context.Context) (sample, error) {
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: %w", s.url, err)
 	}
-	smp := sample{at: at, counts: map[request]float64{}}
+	smp := sample{at: at, sent: sent, counts: map[request]float64{}}
 	if mf := families["apiserver_request_total"]; mf != nil {
 		for _, m := range mf.GetMetric() {
 			smp.counts[requestOf(m)] += m.GetCounter().GetValue()
@@ -157,8 +161,9 @@ func requestOf(m *dto.Metric) request {
 	return r
 }
 
-// mark is the time of the latest sample, once one newer than now and
-// than after was taken: a phase's edges are samples.
+// mark is the time of the latest sample, once one asked for after now
+// and after after was taken, so that it counts every request done before
+// it was called: a phase's edges are samples.
 func (s *sampler) mark(ctx context.Context, after time.Time) (time.Time, error) {
 	now := time.Now()
 	if after.After(now) {
@@ -167,16 +172,16 @@ func (s *sampler) mark(ctx context.Context, after time.Time) (time.Time, error) 
 	for {
 		s.mu.Lock()
 		err := s.err
-		var last time.Time
+		var last sample
 		if n := len(s.samples); n > 0 {
-			last = s.samples[n-1].at
+			last = s.samples[n-1]
 		}
 		s.mu.Unlock()
 		switch {
 		case err != nil:
 			return time.Time{}, err
-		case last.After(now):
-			return last, nil
+		case last.sent.After(now):
+			return last.at, nil
 		}
 		select {
 		case <-ctx.Done():
