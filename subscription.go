@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/plegkit/pleg/metrics"
 )
 

@@ -20,7 +20,7 @@ import (
 )
 
 var outage = flag.Duration("outage", 15*time.Second,
-	"how long TestAPIServerOutage keeps the API server stopped, and the length of its baseline window (the README's figures: -outage=1m)")
+	"how long TestAPIServerOutage keeps the API server stopped, and the length of its baseline window (docs/kubernetes.md's figures: -outage=1m)")
 
 // window is what the daemon did in a stretch of time.
 type window struct {

@@ -70,13 +70,13 @@ func TestHungPod(t *testing.T) {
 	}
 	t.Logf("pod status call hung -> condition visible: %v; -> event visible: %v", toCondition.Round(time.Millisecond), toEvent.Round(time.Millisecond))
 
-	// The README's kubectl line lists the node, with its reason; the
-	// README's field selector finds the event.
-	on := readmeNodesOn(t, cs)
+	// The kubectl line of docs/kubernetes.md lists the node, with its
+	// reason; its field selector finds the event.
+	on := docNodesOn(t, cs)
 	if !slices.ContainsFunc(on, func(l string) bool {
 		return strings.HasPrefix(l, node+"\tTrue\t"+kubereport.ReasonPodStatusHung+"\tpod ")
 	}) {
-		t.Errorf("the README's kubectl line prints %q: want %s with %s", on, node, kubereport.ReasonPodStatusHung)
+		t.Errorf("docs/kubernetes.md's kubectl line prints %q: want %s with %s", on, node, kubereport.ReasonPodStatusHung)
 	}
 	byController, err := cs.CoreV1().Events(hung.Namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "reportingComponent=" + kubereport.Component})
 	if err != nil {
@@ -167,22 +167,22 @@ func reasons(events []corev1.Event) []string {
 	return out
 }
 
-// readmeNodesOn runs the README's kubectl line that lists the nodes whose
-// condition is on: its jsonpath template, as kubectl applies it to the
-// list of nodes, then its awk filter. It returns the lines printed.
-func readmeNodesOn(t *testing.T, cs kubernetes.Interface) []string {
+// docNodesOn runs the kubectl line of docs/kubernetes.md that lists the
+// nodes whose condition is on: its jsonpath template, as kubectl applies it
+// to the list of nodes, then its awk filter. It returns the lines printed.
+func docNodesOn(t *testing.T, cs kubernetes.Interface) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^kubectl get nodes -o jsonpath='([^']+)' \| awk -F'\\t' '\$2 == "True"'$`).FindSubmatch(readme)
+	m := regexp.MustCompile(`(?m)^kubectl get nodes -o jsonpath='([^']+)' \| awk -F'\\t' '\$2 == "True"'$`).FindSubmatch(doc)
 	if m == nil {
-		t.Fatal("README.md: no `kubectl get nodes -o jsonpath='...' | awk ...` line")
+		t.Fatal("docs/kubernetes.md: no `kubectl get nodes -o jsonpath='...' | awk ...` line")
 	}
-	jp := jsonpath.New("readme")
+	jp := jsonpath.New("docs")
 	if err := jp.Parse(string(m[1])); err != nil {
-		t.Fatalf("the README's jsonpath: %v", err)
+		t.Fatalf("docs/kubernetes.md's jsonpath: %v", err)
 	}
 	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -198,7 +198,7 @@ func readmeNodesOn(t *testing.T, cs kubernetes.Interface) []string {
 	}
 	var out bytes.Buffer
 	if err := jp.Execute(&out, obj); err != nil {
-		t.Fatalf("the README's jsonpath on the nodes: %v", err)
+		t.Fatalf("docs/kubernetes.md's jsonpath on the nodes: %v", err)
 	}
 	var on []string
 	for line := range strings.Lines(out.String()) {

@@ -60,7 +60,7 @@ func New() (dashboard.Dashboard, error) {
 		Tooltip(dashboard.DashboardCursorSyncCrosshair).
 		Link(dashboard.NewDashboardLinkBuilder("Runbook").
 			Type(dashboard.DashboardLinkTypeLink).
-			Url("https://github.com/plegkit/pleg#runbook-pleg-is-not-healthy").
+			Url("https://github.com/plegkit/pleg/blob/main/docs/runbook.md#pleg-is-not-healthy").
 			TargetBlank(true)).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").
 			Label("Data source").
