@@ -46,6 +46,9 @@ type ScrapeConfig struct {
 	RelabelConfigs []RelabelConfig `json:"relabel_configs,omitempty"`
 	// HonorLabels keeps the target's own job and instance labels.
 	HonorLabels bool `json:"honor_labels,omitempty"`
+	// ExtraScrapeMetrics adds scrape_body_size_bytes, scrape_timeout_seconds
+	// and scrape_sample_limit to each scrape's own series.
+	ExtraScrapeMetrics bool `json:"extra_scrape_metrics,omitempty"`
 }
 
 // StaticConfig is a group of targets with labels of their own. Labels

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/plegkit/pleg/internal/promtest"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )
@@ -30,11 +31,14 @@ type settings struct {
 	sizes []int         // PLEG_FLEET_NODES, "10,50,100"; default 10
 	rest  time.Duration // PLEG_FLEET_REST, the stretch at rest; default 30s
 	mode  string        // PLEG_FLEET_MODE, pleg run --mode; default generic
+	// PLEG_FLEET_RELIST, pleg run --relist-period; default 1s, pleg's and
+	// the kubelet's.
+	relist time.Duration
 }
 
 func readSettings(t *testing.T) settings {
 	t.Helper()
-	s := settings{sizes: []int{10}, rest: 30 * time.Second, mode: "generic"}
+	s := settings{sizes: []int{10}, rest: 30 * time.Second, mode: "generic", relist: time.Second}
 	if v := os.Getenv("PLEG_FLEET_NODES"); v != "" {
 		s.sizes = nil
 		for f := range strings.SplitSeq(v, ",") {
@@ -54,6 +58,13 @@ func readSettings(t *testing.T) settings {
 	}
 	if v := os.Getenv("PLEG_FLEET_MODE"); v != "" {
 		s.mode = v
+	}
+	if v := os.Getenv("PLEG_FLEET_RELIST"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("PLEG_FLEET_RELIST=%q: want a relist period such as 1s", v)
+		}
+		s.relist = d
 	}
 	return s
 }
@@ -75,11 +86,26 @@ func perNodeAllowed(d time.Duration) float64 {
 	return math.Floor(kubereport.DefaultBurst + kubereport.DefaultQPS*(d+boundSlack).Seconds())
 }
 
+// eventedRelistPeriod is pleg run's --evented-relist-period, which the
+// harness leaves at its default: in evented mode the daemons relist this
+// often while the runtime's event stream drives.
+const eventedRelistPeriod = 30 * time.Second
+
+// relistPeriod is how often a daemon of the fleet relists.
+func (s settings) relistPeriod() time.Duration {
+	if s.mode == "evented" {
+		return eventedRelistPeriod
+	}
+	return s.relist
+}
+
 // TestFleet runs a fleet of each size in turn, measures it, prints the
 // table and checks the bound.
 func TestFleet(t *testing.T) {
 	cfg := readSettings(t)
 	server := startAPIServer(t)
+	prom := promtest.Require(t)
+	scrape := chartScrape(t)
 	cs, err := server.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +140,11 @@ func TestFleet(t *testing.T) {
 	var results []result
 	for _, size := range cfg.sizes {
 		ok := t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) {
-			results = append(results, runFleet(t, cs, smp, fleetOptions{size: size, mode: cfg.mode, kubeconfig: kubeconfig, bin: bin}, cfg.rest))
+			opts := fleetOptions{
+				size: size, mode: cfg.mode, relist: cfg.relist, kubeconfig: kubeconfig, bin: bin,
+				prom: prom, scrape: scrape,
+			}
+			results = append(results, runFleet(t, cs, smp, opts, cfg))
 		})
 		if !ok {
 			break
@@ -136,6 +166,7 @@ func TestFleet(t *testing.T) {
 type result struct {
 	size, pods int
 	mode       string
+	relist     time.Duration // how often each daemon relists
 	rest       time.Duration
 
 	atRest, incident, recovery, stop phase
@@ -147,43 +178,39 @@ type result struct {
 	// apiServerCPU is the API server's CPU (share of one core) at rest,
 	// from its own process_cpu_seconds_total.
 	apiServerCPU float64
+
+	// scrapes is what the fleet's Prometheus saw at rest.
+	scrapes scrapes
+	// load is the machine's load average at the end of the stretch at
+	// rest, as /proc/loadavg gives it.
+	load string
 }
 
 // runFleet starts a fleet, waits until every node reports, then measures
 // it at rest, while every runtime hangs, when they all recover, and as
 // every daemon stops.
-func runFleet(t *testing.T, cs kubernetes.Interface, smp *sampler, opts fleetOptions, restFor time.Duration) result {
+func runFleet(t *testing.T, cs kubernetes.Interface, smp *sampler, opts fleetOptions, cfg settings) result {
 	ctx := t.Context()
 	started := time.Now()
 	f := startFleet(t, cs, opts)
-	r := result{size: opts.size, mode: opts.mode, rest: restFor, pods: 20}
+	r := result{size: opts.size, mode: opts.mode, relist: cfg.relistPeriod(), rest: cfg.rest, pods: 20}
 	allowed := func(d time.Duration) float64 { return float64(opts.size) * perNodeAllowed(d) }
 	// Progress is waited on, never assumed: the deadlines bound it on a
 	// busy machine, a minute a node at the least.
 	within := 5*time.Minute + time.Duration(opts.size)*time.Second
 
+	// Prometheus' first scrapes, spread over its interval, while the
+	// nodes report.
+	prom := startPrometheus(t, opts.prom, f, opts.scrape)
 	waitNodes(t, cs, f, "every node reports healthy", within, healthy)
-	t.Logf("%d nodes reporting %v after the start", opts.size, time.Since(started).Round(time.Second))
+	waitScraped(t, prom, f, within)
+	t.Logf("%d nodes reporting and scraped %v after the start", opts.size, time.Since(started).Round(time.Second))
 
-	// At rest.
-	from := markT(t, ctx, smp)
-	daemons0, runtimes0 := f.usage(t)
-	time.Sleep(restFor) // the measurement's length: nothing is waited on
-	daemons1, runtimes1 := f.usage(t)
-	to := markT(t, ctx, smp, from)
-	samples := smp.between(from, to)
-	r.atRest = analyze("at rest", samples, allowed)
-	for i := range daemons1 {
-		r.daemonCPU = append(r.daemonCPU, share(daemons1[i].cpu-daemons0[i].cpu, r.atRest.length))
-		r.daemonRSS = append(r.daemonRSS, float64(daemons1[i].rss))
-		r.runtimeCPU = append(r.runtimeCPU, share(runtimes1[i].cpu-runtimes0[i].cpu, r.atRest.length))
-		r.runtimeRSS = append(r.runtimeRSS, float64(runtimes1[i].rss))
-	}
-	r.apiServerCPU = apiServerCPU(samples)
+	measureRest(t, smp, f, prom, opts.scrape, &r)
 
 	// Every runtime hangs at once: the condition turns on (the runtime
 	// does not answer) and the node gets an event.
-	from = markT(t, ctx, smp)
+	from := markT(t, ctx, smp)
 	if err := f.signalRuntimes(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +244,55 @@ func runFleet(t *testing.T, cs kubernetes.Interface, smp *sampler, opts fleetOpt
 	return r
 }
 
+// measureRest measures the fleet for r.rest while nothing goes wrong:
+// pleg's requests, each daemon's and runtime's CPU and memory, what
+// Prometheus scraped and what that cost it. It fails the test if a daemon
+// falls behind its relist period, as on a machine too small for the
+// fleet.
+func measureRest(t *testing.T, smp *sampler, f *fleet, prom *promtest.Server, scrape scrapeSettings, r *result) {
+	t.Helper()
+	ctx := t.Context()
+	from := markT(t, ctx, smp)
+	prom0 := readPromSelfT(t, prom)
+	daemons0, runtimes0 := f.usage(t)
+	time.Sleep(r.rest) // the measurement's length: nothing is waited on
+	daemons1, runtimes1 := f.usage(t)
+	prom1 := readPromSelfT(t, prom)
+	to := markT(t, ctx, smp, from)
+	load, err := loadAverage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.load = load
+	if r.scrapes, err = measureScrapes(ctx, prom, f, scrape, prom0, prom1); err != nil {
+		t.Fatal(err)
+	}
+	if behind := fallingBehind(f, r.scrapes.relistInterval, r.relist); len(behind) > 0 {
+		t.Errorf("%d of %d daemons fall behind their relist period %v at rest (load average %s), so the figures "+
+			"understate a node's cost: run fewer nodes, PLEG_FLEET_MODE=evented or a longer PLEG_FLEET_RELIST: %s",
+			len(behind), f.size, r.relist, load, strings.Join(behind[:min(5, len(behind))], "; "))
+	}
+	samples := smp.between(from, to)
+	r.atRest = analyze("at rest", samples, func(d time.Duration) float64 { return float64(f.size) * perNodeAllowed(d) })
+	for i := range daemons1 {
+		r.daemonCPU = append(r.daemonCPU, share(daemons1[i].cpu-daemons0[i].cpu, r.atRest.length))
+		r.daemonRSS = append(r.daemonRSS, float64(daemons1[i].rss))
+		r.runtimeCPU = append(r.runtimeCPU, share(runtimes1[i].cpu-runtimes0[i].cpu, r.atRest.length))
+		r.runtimeRSS = append(r.runtimeRSS, float64(runtimes1[i].rss))
+	}
+	r.apiServerCPU = apiServerCPU(samples)
+}
+
 func share(cpu, over time.Duration) float64 { return cpu.Seconds() / over.Seconds() }
+
+func readPromSelfT(t *testing.T, p *promtest.Server) promSelf {
+	t.Helper()
+	s, err := readPromSelf(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // markT is a phase's edge: the first sample taken from now, and, when
 // the phase starts at from, a few seconds after it, so that every phase

@@ -19,6 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/plegkit/pleg/internal/promtest"
 )
 
 // fleetLabel marks the Node objects of one fleet, by its size.
@@ -44,9 +46,12 @@ type fleet struct {
 // fleetOptions say how each node's pleg runs.
 type fleetOptions struct {
 	size       int
-	mode       string // pleg run --mode
+	mode       string        // pleg run --mode
+	relist     time.Duration // pleg run --relist-period
 	kubeconfig string
 	bin        string
+	prom       promtest.Binaries
+	scrape     scrapeSettings
 }
 
 // runtimeTimeout is each runtime call's deadline (pleg run --timeout): a
@@ -90,7 +95,9 @@ func startFleet(t *testing.T, cs kubernetes.Interface, opts fleetOptions) *fleet
 			"--listen", "unix://"+filepath.Join(n.dir, "pleg.sock"),
 			"--metrics-listen", "127.0.0.1:0",
 			"--kubeconfig", opts.kubeconfig, "--node-name", n.name,
-			"--mode", opts.mode, "--timeout", runtimeTimeout.String(),
+			"--mode", opts.mode, "--relist-period", opts.relist.String(), "--timeout", runtimeTimeout.String(),
+			// Its own journal, as on a node of its own.
+			"--state-dir", filepath.Join(n.dir, "state"),
 			"--log-format", "json")
 		if err != nil {
 			t.Fatal(err)

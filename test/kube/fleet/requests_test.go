@@ -54,9 +54,12 @@ func plegs(r request) bool {
 // sample is the API server's request counters at one moment, and the
 // CPU it had used (process_cpu_seconds_total).
 type sample struct {
-	at     time.Time
-	counts map[request]float64
-	cpu    float64
+	// at is when the answer had come whole; sent, when it was asked
+	// for. The counters count every request done before sent, and none
+	// done after at: on a busy machine the two are seconds apart.
+	at, sent time.Time
+	counts   map[request]float64
+	cpu      float64
 }
 
 // plegRequests is the number of pleg's requests counted so far.
@@ -115,6 +118,7 @@ func (s *sampler) read(ctx context.Context) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
+	sent := time.Now()
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return sample{}, err
@@ -131,7 +135,7 @@ func (s *sampler) read(ctx context.Context) (sample, error) {
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: %w", s.url, err)
 	}
-	smp := sample{at: at, counts: map[request]float64{}}
+	smp := sample{at: at, sent: sent, counts: map[request]float64{}}
 	if mf := families["apiserver_request_total"]; mf != nil {
 		for _, m := range mf.GetMetric() {
 			smp.counts[requestOf(m)] += m.GetCounter().GetValue()
@@ -160,8 +164,9 @@ func requestOf(m *dto.Metric) request {
 	return r
 }
 
-// mark is the time of the latest sample, once one newer than now and
-// than after was taken: a phase's edges are samples.
+// mark is the time of the latest sample, once one asked for after now
+// and after after was taken, so that it counts every request done before
+// it was called: a phase's edges are samples.
 func (s *sampler) mark(ctx context.Context, after time.Time) (time.Time, error) {
 	now := time.Now()
 	if after.After(now) {
@@ -170,16 +175,16 @@ func (s *sampler) mark(ctx context.Context, after time.Time) (time.Time, error) 
 	for {
 		s.mu.Lock()
 		err := s.err
-		var last time.Time
+		var last sample
 		if n := len(s.samples); n > 0 {
-			last = s.samples[n-1].at
+			last = s.samples[n-1]
 		}
 		s.mu.Unlock()
 		switch {
 		case err != nil:
 			return time.Time{}, err
-		case last.After(now):
-			return last, nil
+		case last.sent.After(now):
+			return last.at, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -214,8 +219,10 @@ type phase struct {
 	peak      float64
 	peakAt    time.Duration
 	peakCount float64
-	// excess lists the intervals whose requests passed the bound.
-	excess []string
+	// excess lists the intervals whose requests passed the bound, and
+	// closest is the largest share of it any interval used.
+	excess  []string
+	closest float64
 }
 
 // rate is the phase's mean rate of pleg's requests.
@@ -259,7 +266,9 @@ func analyze(name string, samples []sample, allowed func(time.Duration) float64)
 	for i := range samples {
 		for j := i + 1; j < len(samples); j++ {
 			d := samples[j].at.Sub(samples[i].at)
-			if n := totals[j] - totals[i]; n > allowed(d) {
+			n := totals[j] - totals[i]
+			p.closest = max(p.closest, n/allowed(d))
+			if n > allowed(d) {
 				p.excess = append(p.excess, fmt.Sprintf("%v requests in the %v from %v, over %v allowed",
 					n, d.Round(time.Millisecond), samples[i].at.Sub(first.at).Round(time.Millisecond), allowed(d)))
 			}
@@ -325,5 +334,8 @@ func TestAnalyze(t *testing.T) {
 	}
 	if !slices.Equal(p.excess, want) {
 		t.Errorf("excess\n%s\nwant\n%s", strings.Join(p.excess, "\n"), strings.Join(want, "\n"))
+	}
+	if p.closest != 2.5 {
+		t.Errorf("closest to the bound %v, want 2.5 (10 requests in 3 s, 4 allowed)", p.closest)
 	}
 }
