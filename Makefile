@@ -127,7 +127,7 @@ fuzz:
 ## and its own pleg run, reporting to one kube-apiserver and scraped by one
 ## Prometheus: requests at rest, while every runtime hangs and as they
 ## recover, CPU and memory per daemon, series and bytes per scrape; prints
-## the table of the README's "At fleet scale" (half an hour on 2 cores).
+## the tables of docs/fleet.md (half an hour on 2 cores).
 ## make test runs its 10-node version, with a short stretch at rest.
 ## FLEET_MODE=evented or FLEET_RELIST=5s if the machine cannot keep up
 ## (the harness says so); FLEET_OUT=file also writes the table there.

@@ -38,7 +38,7 @@ func startAPIServer(t *testing.T) *kubetest.Server {
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Minute)
 	defer cancel()
 	l := log.New(os.Stderr, "", log.Ltime|log.Lmicroseconds)
-	srv, err := kubetest.Start(ctx, func(f string, a ...any) { l.Output(2, fmt.Sprintf(f, a...)) })
+	srv, err := kubetest.Start(ctx, func(f string, a ...any) { _ = l.Output(2, fmt.Sprintf(f, a...)) })
 	if err != nil {
 		kubetest.Unavailable(t, err)
 	}

@@ -123,7 +123,7 @@ func (p *process) exited() bool {
 
 func (p *process) signal(sig syscall.Signal) error {
 	if p.exited() {
-		return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.logTail())
+		return fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.logTail())
 	}
 	return p.cmd.Process.Signal(sig)
 }
