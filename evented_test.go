@@ -576,3 +576,31 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovedIsNeverListedBack: containerd sends a sandbox's DELETED
+// just before its ListPodSandbox stops showing it, and a relist that lists
+// in between sees the sandbox again. It must not take it for a new item
+// and tell it Died, and later Removed, a second time: an ID, once removed,
+// never comes back. (Seen in TestKilledAtRandomLosesNothing on containerd
+// 2.4, as a pod was removed.)
+func TestRemovedIsNeverListedBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running), ctr("c2", running)))
+		e.settle()
+		_ = e.rt.SetContainerState("c2", exited, 0)
+		e.emit("web", "c2", evStopped)
+		e.rt.Remove("c2")
+		e.emit("web", "c2", evDeleted)
+		// The lists show c2 again, exited, as a list answered a moment
+		// before the removal would.
+		e.rt.AddContainer(webPod(), ctr("c2", exited))
+		e.g.requestGlobalRelist()
+		e.wait(2 * time.Minute)
+		e.rt.Remove("c2")
+		e.g.requestGlobalRelist()
+		e.wait(2 * time.Minute)
+		if want := []ev{diedEv("web", "c2"), removedEv("web", "c2")}; !slices.Equal(e.got, want) {
+			t.Errorf("events %v, want %v", e.got, want)
+		}
+	})
+}

@@ -62,9 +62,16 @@ type relistState struct {
 }
 
 // group sorts the listed sandboxes and containers into pod records, as a
-// new list pass. With only set, items of other pods are ignored. After it,
-// seen holds the records the lists saw, in list order.
-func (st *relistState) group(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, only string) {
+// new list pass. With only set, items of other pods are ignored. With
+// skipRemoved (where events drive), so are items already reported removed:
+// a payload may report a removal before the runtime's lists stop showing
+// the item (containerd sends a sandbox's DELETED just before its lists
+// drop it), and IDs are never reused. Without events a list is the newest
+// word, and an ID that comes back is reported again, as the kubelet does.
+// After it, seen holds the records the lists saw, in list order.
+func (st *relistState) group(
+	sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, only string, skipRemoved bool,
+) {
 	st.pass++
 	st.seen = st.seen[:0]
 	st.last = nil
@@ -81,7 +88,7 @@ func (st *relistState) group(sandboxes []*runtimeapi.PodSandbox, containers []*r
 			continue
 		}
 		md := sb.Metadata
-		if only != "" && md.Uid != only {
+		if (only != "" && md.Uid != only) || (skipRemoved && st.hints.isRemoved(sb.Id)) {
 			continue
 		}
 		s, ok := sandboxState(sb.State)
@@ -119,7 +126,7 @@ func (st *relistState) group(sandboxes []*runtimeapi.PodSandbox, containers []*r
 				continue
 			}
 		}
-		if only != "" && uid != only {
+		if (only != "" && uid != only) || (skipRemoved && st.hints.isRemoved(c.Id)) {
 			continue
 		}
 		name := c.GetMetadata().GetName()
