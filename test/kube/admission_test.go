@@ -69,6 +69,10 @@ func TestAdmissionPolicyHoldsPlegToItsNode(t *testing.T) {
 	eventually(t, "the policy to refuse node B", time.Minute, func() bool {
 		return apierrors.IsForbidden(patchStatus(onA, nodeB, conditionPatch(kubereport.ConditionType, corev1.ConditionFalse), metav1.DryRunAll))
 	})
+	// Each policy is read on its own: the events' may come later.
+	eventually(t, "the policy to refuse an event on node B", time.Minute, func() bool {
+		return apierrors.IsForbidden(createNodeEvent(onA, nodeB, nodeA, []string{metav1.DryRunAll}))
+	})
 	for _, tc := range []struct {
 		what   string
 		client kubernetes.Interface
@@ -208,17 +212,23 @@ func capacity(cs kubernetes.Interface, node string) error {
 // instance as its reporting instance.
 func nodeEvent(instance string) func(kubernetes.Interface, string) error {
 	return func(cs kubernetes.Interface, node string) error {
-		_, err := cs.EventsV1().Events("default").Create(context.Background(), &eventsv1.Event{
-			ObjectMeta:          metav1.ObjectMeta{GenerateName: node + "-"},
-			EventTime:           metav1.NowMicro(),
-			ReportingController: kubereport.Component,
-			ReportingInstance:   instance,
-			Action:              "Test",
-			Reason:              "Test",
-			Note:                "written by a test",
-			Type:                corev1.EventTypeNormal,
-			Regarding:           corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
-		}, metav1.CreateOptions{})
-		return err
+		return createNodeEvent(cs, node, instance, nil)
 	}
+}
+
+// createNodeEvent creates an event about node as pleg's instance, with
+// dryRun as the create's DryRun.
+func createNodeEvent(cs kubernetes.Interface, node, instance string, dryRun []string) error {
+	_, err := cs.EventsV1().Events("default").Create(context.Background(), &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: node + "-"},
+		EventTime:           metav1.NowMicro(),
+		ReportingController: kubereport.Component,
+		ReportingInstance:   instance,
+		Action:              "Test",
+		Reason:              "Test",
+		Note:                "written by a test",
+		Type:                corev1.EventTypeNormal,
+		Regarding:           corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
+	}, metav1.CreateOptions{DryRun: dryRun})
+	return err
 }
