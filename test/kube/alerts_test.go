@@ -56,7 +56,7 @@ const forInTest = 5 * time.Second
 func TestAlertsInARealPrometheus(t *testing.T) {
 	srv, cs := apiServer(t)
 	prom := promtest.Require(t)
-	plegBin := buildPleg(t)
+	plegBin := kubetest.BuildPleg(t, "../..")
 	kubeconfig, err := srv.WriteKubeconfig("alerts-admin", kubetest.AdminToken)
 	if err != nil {
 		t.Fatal(err)
@@ -353,20 +353,6 @@ func (w *alertWatch) timeline(start time.Time, instance string) string {
 	}
 	slices.SortFunc(parts, func(a, b string) int { return strings.Compare(a, b) })
 	return strings.Join(parts, ", ")
-}
-
-// buildPleg builds the pleg command of this checkout, static, as the
-// image's Dockerfile builds it.
-func buildPleg(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "pleg")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/pleg")
-	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/pleg: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // plegProcess is a pleg daemon run as its own process.

@@ -119,7 +119,7 @@ func TestFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildPleg(t)
+	bin := kubetest.BuildPleg(t, "../../..")
 
 	hc, err := rest.HTTPClientFor(server.Config(kubetest.AdminToken))
 	if err != nil {

@@ -11,29 +11,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"testing"
 	"time"
 )
-
-// buildPleg builds the pleg command into the test's directory, as a user
-// builds it.
-func buildPleg(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "pleg")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/pleg")
-	cmd.Dir = "../../.."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/pleg: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // logLines is how much of a process's output is kept, for the report of
 // a failure.

@@ -466,3 +466,18 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// BuildPleg builds the pleg command of the checkout at root (a path from
+// the test's directory) into the test's directory, static, as the image's
+// Dockerfile builds it, and returns its path.
+func BuildPleg(t testing.TB, root string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "pleg")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/pleg")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/pleg: %v\n%s", err, out)
+	}
+	return bin
+}
