@@ -44,7 +44,7 @@ func TestEventedMultiset(t *testing.T) {
 		var last string
 		settled := func() bool {
 			last = compareMultisets(gen.all(), ev.all(), w.pods)
-			return last == "" && gen.gone(w.ids())
+			return last == "" && gen.gone(w.ids()) && gen.allRemoved(w.pods)
 		}
 		deadline := time.Now().Add(time.Minute)
 		for !settled() {
@@ -305,6 +305,26 @@ func (w *watcher) gone(ids []string) bool {
 		}
 	}
 	for _, id := range ids {
+		if !removed[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// allRemoved reports whether w has told the removal of every item of pods
+// it told anything of. The generic relist tells a pod's containers removed
+// a relist or two after its sandbox when the runtime removes them in
+// turn: until then a relist of it still has events to come.
+func (w *watcher) allRemoved(pods map[string]bool) bool {
+	seen, removed := map[string]bool{}, map[string]bool{}
+	for _, e := range w.all() {
+		if pods[e.PodUID] {
+			seen[e.ContainerID] = true
+			removed[e.ContainerID] = removed[e.ContainerID] || e.Type == R
+		}
+	}
+	for id := range seen {
 		if !removed[id] {
 			return false
 		}
