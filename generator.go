@@ -127,8 +127,10 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 // Cache returns the cache the generator writes into.
 func (g *Generator) Cache() Cache { return g.cache }
 
-// Start starts relisting: at once, then RelistPeriod after each relist
-// ends, and serving RequestRelist and the event stream in between.
+// Start starts relisting: at once (once the event stream is up, and for a
+// generator catching up from a Store, once the runtime's backlog is in),
+// then RelistPeriod after each relist ends, and serving RequestRelist and
+// the event stream in between.
 // Starting a running generator does nothing; a stopped one can be started
 // again.
 func (g *Generator) Start() {
@@ -268,6 +270,11 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 	var watcher sync.WaitGroup
 	defer close(done)
 	defer watcher.Wait()
+	locked := func(f func()) {
+		g.relistMu.Lock()
+		defer g.relistMu.Unlock()
+		f()
+	}
 	if g.stream != nil {
 		watcher.Go(func() { g.stream.run(ctx) })
 		// Subscribe first: a change between the first list and the
@@ -277,14 +284,16 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 		case <-g.clock.After(firstAttemptWait):
 		case <-ctx.Done():
 		}
+		// Caught up from a store, the first relist goes after the
+		// runtime's backlog, which may tell what its lists no longer can.
+		var catchingUp bool
+		locked(func() { catchingUp = g.st.catchingUp && !g.st.coveredSince.IsZero() })
+		if catchingUp {
+			g.stream.awaitBacklog(ctx)
+		}
 	}
 	timer := g.clock.NewTimer(0)
 	defer timer.Stop()
-	locked := func(f func()) {
-		g.relistMu.Lock()
-		defer g.relistMu.Unlock()
-		f()
-	}
 	relist := func() {
 		locked(func() { _ = g.relist(ctx) }) // logged and measured inside
 		g.updateMode()

@@ -293,3 +293,87 @@ func TestMissedBacklogIsReported(t *testing.T) {
 		})
 	}
 }
+
+// The backlog may come a moment after the stream connects. The first
+// relist of a generator catching up waits for it: the lists no longer show
+// a container that started, exited and went meanwhile, and its STARTED,
+// had it come after that relist, would tell of a container reported
+// removed already. A runtime that keeps no backlog delays that relist by
+// backlogQuiet, and an event sent since the stream connected ends the
+// wait at once.
+func TestFirstRelistAwaitsTheBacklog(t *testing.T) {
+	type burst struct {
+		at    time.Duration // after the stream connected
+		types []runtimeapi.ContainerEventType
+	}
+	ranAndWent := []ev{startedEv("web", "c1"), diedEv("web", "c1"), removedEv("web", "c1")}
+	for _, tc := range []struct {
+		name    string
+		backlog []burst
+		// live sends an event of now after the backlog.
+		live bool
+		// relistBy is when the first relist is done, after the stream
+		// connected.
+		relistBy time.Duration
+		want     []ev
+	}{{
+		name:     "no backlog",
+		relistBy: backlogQuiet,
+		// All it knows is that c1 was created and is gone.
+		want: []ev{diedEv("web", "c1"), removedEv("web", "c1")},
+	}, {
+		name: "a backlog in two bursts",
+		backlog: []burst{
+			{10 * time.Millisecond, []runtimeapi.ContainerEventType{evStarted, evStopped}},
+			{200 * time.Millisecond, []runtimeapi.ContainerEventType{evDeleted}},
+		},
+		relistBy: 200*time.Millisecond + backlogQuiet,
+		want:     ranAndWent,
+	}, {
+		name:     "a live event after the backlog",
+		backlog:  []burst{{10 * time.Millisecond, []runtimeapi.ContainerEventType{evStarted, evStopped, evDeleted}}},
+		live:     true,
+		relistBy: 10 * time.Millisecond,
+		want:     ranAndWent,
+	}} {
+		for _, path := range eventPaths {
+			t.Run(tc.name+"/"+path.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					store := &sinceStore{since: time.Now().Add(-time.Hour)}
+					withTheStore := func(o *Options) { o.Store = store; path.opt(o) }
+					first := newEventedEnvWith(t, withTheStore, webPod(ctr("c1", created)))
+					first.settle()
+					first.g.Stop()
+					down := time.Now()
+					first.rt.Remove("c1") // it started, exited and went meanwhile
+					time.Sleep(time.Minute)
+
+					e := newEventedEnvOn(t, first.rt, withTheStore)
+					connected := time.Now()
+					for _, b := range tc.backlog {
+						time.Sleep(b.at - time.Since(connected))
+						for _, typ := range b.types {
+							e.rt.Emit("web", "c1", typ, down.Add(time.Second))
+						}
+					}
+					if tc.live {
+						e.rt.Emit("web", "sb", evStarted, time.Time{})
+					}
+					synctest.Wait()
+					if ok, _ := e.g.Healthy(); ok && len(tc.backlog) > 0 && !tc.live {
+						t.Errorf("relisted before the backlog was over")
+					}
+					time.Sleep(tc.relistBy - time.Since(connected))
+					synctest.Wait()
+					if ok, err := e.g.Healthy(); !ok {
+						t.Errorf("no relist %v after the stream connected: %v", time.Since(connected), err)
+					}
+					e.wait(time.Minute)
+					if !slices.Equal(e.got, tc.want) {
+						t.Errorf("events %v, want %v", e.got, tc.want)
+					}
+				})
+			})
+		}
+	}
+}

@@ -79,6 +79,9 @@ type streamSupervisor struct {
 	attemptedOnce sync.Once
 	// retry cuts a backoff wait short.
 	retry chan struct{}
+	// backlog follows each new stream until what the runtime kept for
+	// it is delivered.
+	backlog *backlogWatch
 
 	mu          sync.Mutex
 	connected   bool
@@ -138,6 +141,7 @@ func newStreamSupervisor(src runtime.EventSource, opts Options, m *metrics.PLEG)
 		metrics:       m,
 		attempted:     make(chan struct{}),
 		retry:         make(chan struct{}, 1),
+		backlog:       newBacklogWatch(opts.Clock),
 	}
 }
 
@@ -321,6 +325,7 @@ func (s *streamSupervisor) run(ctx context.Context) {
 		if opened {
 			s.metrics.EventedConnectionSuccess.Inc()
 			s.metrics.StreamConnected.Set(1)
+			s.backlog.connected()
 			s.up(start, stream)
 			s.attemptDone()
 			s.log.Info("Container event stream connected")
@@ -367,7 +372,17 @@ func (s *streamSupervisor) drain(ctx context.Context, stream runtime.EventStream
 			return err
 		}
 		s.deliver(ev, connectedAt)
+		s.backlog.saw(ev, connectedAt)
 	}
+}
+
+// awaitBacklog returns once the connected stream has delivered what the
+// runtime kept for it (see backlog.go), at once if none is connected.
+func (s *streamSupervisor) awaitBacklog(ctx context.Context) {
+	s.backlog.wait(ctx, func() (bool, time.Time) {
+		connected, since, _, _ := s.snapshot()
+		return connected, since
+	})
 }
 
 // jitter spreads d by ±20%, so that the nodes of a cluster whose runtimes
