@@ -251,6 +251,17 @@ func (g *Generator) evented() bool {
 	return g.stream != nil && g.stream.holding(g.clock.Now())
 }
 
+// streamConnected reports whether the event stream is connected, held or
+// not: its events may then tell of a removal before the runtime's lists
+// stop showing the item.
+func (g *Generator) streamConnected() bool {
+	if g.stream == nil {
+		return false
+	}
+	connected, _, _, _ := g.stream.snapshot()
+	return connected
+}
+
 // period is the pause between global relists in force. A stream that
 // does not tell some removals (CRI-O's, when a pod is removed) still
 // drives: the removal watch finds what it leaves out.

@@ -581,26 +581,40 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 // just before its ListPodSandbox stops showing it, and a relist that lists
 // in between sees the sandbox again. It must not take it for a new item
 // and tell it Died, and later Removed, a second time: an ID, once removed,
-// never comes back. (Seen in TestKilledAtRandomLosesNothing on containerd
-// 2.4, as a pod was removed.)
+// never comes back. That holds from the moment the stream connects, before
+// it drives. (Both seen in TestKilledAtRandomLosesNothing on containerd
+// 2.4, as a pod was removed; the second a second after a restart.)
 func TestRemovedIsNeverListedBack(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running), ctr("c2", running)))
-		e.settle()
-		_ = e.rt.SetContainerState("c2", exited, 0)
-		e.emit("web", "c2", evStopped)
-		e.rt.Remove("c2")
-		e.emit("web", "c2", evDeleted)
-		// The lists show c2 again, exited, as a list answered a moment
-		// before the removal would.
-		e.rt.AddContainer(webPod(), ctr("c2", exited))
-		e.g.requestGlobalRelist()
-		e.wait(2 * time.Minute)
-		e.rt.Remove("c2")
-		e.g.requestGlobalRelist()
-		e.wait(2 * time.Minute)
-		if want := []ev{diedEv("web", "c2"), removedEv("web", "c2")}; !slices.Equal(e.got, want) {
-			t.Errorf("events %v, want %v", e.got, want)
-		}
-	})
+	for _, tc := range []struct {
+		name  string
+		ready func(e *eventedEnv)
+	}{
+		{"the stream drives", (*eventedEnv).settle},
+		{"the stream just connected", func(*eventedEnv) { time.Sleep(time.Second); synctest.Wait() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running), ctr("c2", running)))
+				tc.ready(e)
+				if e.g.evented() == (tc.name != "the stream drives") {
+					t.Fatalf("evented() = %v", e.g.evented())
+				}
+				e.drain()
+				_ = e.rt.SetContainerState("c2", exited, 0)
+				e.emit("web", "c2", evStopped)
+				e.rt.Remove("c2")
+				e.emit("web", "c2", evDeleted)
+				// The lists show c2 again, exited, as a list answered a
+				// moment before the removal would.
+				e.rt.AddContainer(webPod(), ctr("c2", exited))
+				e.g.requestGlobalRelist()
+				synctest.Wait()
+				e.rt.Remove("c2")
+				e.wait(2 * time.Minute)
+				if want := []ev{diedEv("web", "c2"), removedEv("web", "c2")}; !slices.Equal(e.got, want) {
+					t.Errorf("events %v, want %v", e.got, want)
+				}
+			})
+		})
+	}
 }

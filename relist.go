@@ -48,7 +48,7 @@ func (g *Generator) relist(ctx context.Context) error {
 	g.metrics.LastSeen.Set(float64(start.Unix()))
 	g.absorbEvents("")
 
-	st.group(sandboxes, containers, "", g.evented())
+	st.group(sandboxes, containers, "", g.streamConnected())
 	g.updateRunningMetrics()
 
 	// Requests for pods the list does not hold are dropped with them.
@@ -137,7 +137,7 @@ func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 	}
 	st.prevRelist = l.lastGlobal
 	g.absorbEvents(uid)
-	st.group(l.sandboxes, l.containers, uid, g.evented())
+	st.group(l.sandboxes, l.containers, uid, g.streamConnected())
 
 	rec, known := st.records[uid]
 	if !known {

@@ -63,11 +63,12 @@ type relistState struct {
 
 // group sorts the listed sandboxes and containers into pod records, as a
 // new list pass. With only set, items of other pods are ignored. With
-// skipRemoved (where events drive), so are items already reported removed:
-// a payload may report a removal before the runtime's lists stop showing
-// the item (containerd sends a sandbox's DELETED just before its lists
-// drop it), and IDs are never reused. Without events a list is the newest
-// word, and an ID that comes back is reported again, as the kubelet does.
+// skipRemoved (while the event stream is connected, held or not), so are
+// items already reported removed: a payload may report a removal before
+// the runtime's lists stop showing the item (containerd sends a sandbox's
+// DELETED just before its lists drop it), and IDs are never reused.
+// Without events a list is the newest word, and an ID that comes back is
+// reported again, as the kubelet does.
 // After it, seen holds the records the lists saw, in list order.
 func (st *relistState) group(
 	sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, only string, skipRemoved bool,
