@@ -5,6 +5,7 @@ package render
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -130,5 +132,40 @@ func TestHTMLIsSelfContained(t *testing.T) {
 	// Only the SVG namespace may name a URL.
 	if n := strings.Count(html, "http://"); n != strings.Count(html, `xmlns="http://www.w3.org/2000/svg"`) {
 		t.Errorf("the page names %d URLs beside the SVG namespace", n)
+	}
+}
+
+// Pod names, IDs and messages come from the runtime, whose clients may
+// name a pod anything: an escape sequence in one must not clear the
+// operator's screen or retitle the terminal. Text shows it escaped, as Go
+// quotes it; JSON keeps its meaning.
+func TestWhatTheRuntimeSaysIsEscaped(t *testing.T) {
+	r := goldenReport(t)
+	const evil = "web\x1b[2J\x1b]0;pwned\a\u202etxt"
+	r.Runtime.Error = "refused: " + evil
+	if len(r.Findings) == 0 {
+		t.Fatal("the golden report has no findings")
+	}
+	r.Findings[0].Evidence = append(r.Findings[0].Evidence, "pod "+evil+" hangs")
+	var text, js bytes.Buffer
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := JSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "json": js.String()} {
+		if i := strings.IndexFunc(out, func(r rune) bool {
+			return r != '\n' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r))
+		}); i >= 0 {
+			t.Errorf("%s: a raw control or format character at byte %d:\n%s", name, i, out)
+		}
+	}
+	if want := `pod web\x1b[2J\x1b]0;pwned\a\u202etxt hangs`; !strings.Contains(text.String(), want) {
+		t.Errorf("text does not show %s:\n%s", want, text.String())
+	}
+	var back doctor.Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Runtime.Error != r.Runtime.Error {
+		t.Errorf("JSON does not keep the message: %q, %v", back.Runtime.Error, err)
 	}
 }

@@ -7,18 +7,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/internal/format"
+	"github.com/plegkit/pleg/internal/termsafe"
 )
 
-// JSON writes the report as indented JSON.
+// JSON writes the report as indented JSON, escaping what a terminal would
+// act on: pod names and error messages come from the runtime.
 func JSON(w io.Writer, r *doctor.Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", termsafe.JSON(data))
+	return err
 }
 
 // verdictLine is the verdict as the first line of a report says it.
@@ -285,7 +291,24 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 func (e *errWriter) printf(format string, args ...any) {
-	_, _ = fmt.Fprintf(e, format, args...) // e keeps the error
+	_, _ = fmt.Fprintf(e, format, safe(args)...) // e keeps the error
+}
+
+// safe escapes, in the arguments of a line of the report, what a terminal
+// would act on rather than show: names, IDs and messages come from the
+// runtime and the daemon, and any client of the runtime may choose them.
+func safe(args []any) []any {
+	for i, a := range args {
+		switch v := a.(type) {
+		case error:
+			args[i] = termsafe.String(v.Error())
+		default:
+			if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
+				args[i] = termsafe.String(rv.String()) // string and its named kinds
+			}
+		}
+	}
+	return args
 }
 
 // table aligns rows in columns; what goes wrong writing them surfaces at
@@ -295,7 +318,7 @@ type table struct{ tw *tabwriter.Writer }
 func (e *errWriter) table() table { return table{tabwriter.NewWriter(e, 0, 4, 2, ' ', 0)} }
 
 func (t table) row(format string, args ...any) {
-	_, _ = fmt.Fprintf(t.tw, format, args...) // buffered until flush, which reports the error
+	_, _ = fmt.Fprintf(t.tw, format, safe(args)...) // buffered until flush, which reports the error
 }
 
 func (e *errWriter) flush(t table) {

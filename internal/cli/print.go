@@ -8,17 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/internal/termsafe"
 )
 
 // eventPrinter prints events as a table, a line each as they come, or as
@@ -38,7 +35,7 @@ func (p *eventPrinter) print(ev api.Event) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(p.w, "%s\n", terminalSafeJSON(data))
+		_, err = fmt.Fprintf(p.w, "%s\n", termsafe.JSON(data))
 		return err
 	}
 	if !p.header {
@@ -61,8 +58,8 @@ func (p *eventPrinter) print(ev api.Event) error {
 		p.w,
 		eventRow,
 		t,
-		printable(ev.Type),
-		printable(ev.PodNamespace+"/"+ev.PodName),
+		termsafe.String(ev.Type),
+		termsafe.String(ev.PodNamespace+"/"+ev.PodName),
 		containerColumn(ev),
 	)
 	return err
@@ -73,66 +70,10 @@ func containerColumn(ev api.Event) string {
 	case ev.ContainerID == "":
 		return "-"
 	case ev.Sandbox:
-		return "(sandbox) " + printable(shortID(ev.ContainerID, false))
+		return "(sandbox) " + termsafe.String(shortID(ev.ContainerID, false))
 	default:
-		return printable(ev.ContainerName + " " + shortID(ev.ContainerID, false))
+		return termsafe.String(ev.ContainerName + " " + shortID(ev.ContainerID, false))
 	}
-}
-
-// printable returns s with what a terminal would act on instead of show
-// escaped, as Go quotes it: control characters (an escape sequence can
-// clear the screen, rewrite earlier lines, set the window title or, on
-// some terminals, answer back as typed input), Unicode format characters
-// (a bidirectional override reorders what follows it), anything else not
-// printable, and bytes that are not UTF-8. Names, IDs and messages come
-// from the runtime, whose clients may name a container anything.
-func printable(s string) string {
-	if !strings.ContainsFunc(s, needsEscape) && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)):
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case needsEscape(r):
-			q := strconv.QuoteRune(r) // '\x1b', '\u202e'
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// needsEscape reports whether a terminal could act on r rather than show
-// it. A tab would break the table's columns.
-func needsEscape(r rune) bool { return !unicode.IsPrint(r) || r == '\t' }
-
-// terminalSafeJSON escapes in encoded JSON what encoding/json leaves raw
-// and a terminal may act on: DEL, the C1 controls (U+009B is an escape
-// sequence's introducer on some terminals) and format characters such as
-// the bidirectional overrides. The JSON means the same.
-func terminalSafeJSON(data []byte) []byte {
-	if !bytes.ContainsFunc(data, func(r rune) bool { return r != '\n' && r != ' ' && !unicode.IsPrint(r) }) {
-		return data
-	}
-	out := make([]byte, 0, len(data)+32)
-	for len(data) > 0 {
-		r, size := utf8.DecodeRune(data)
-		switch {
-		case r == '\n' || r == ' ' || unicode.IsPrint(r) || (r == utf8.RuneError && size == 1):
-			// encoding/json writes no invalid UTF-8; pass what it wrote.
-			out = append(out, data[:size]...)
-		case r > 0xffff:
-			hi, lo := utf16.EncodeRune(r)
-			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
-		default:
-			out = fmt.Appendf(out, `\u%04x`, r)
-		}
-		data = data[size:]
-	}
-	return out
 }
 
 // shortID truncates an ID as crictl does, unless noTrunc.
@@ -151,7 +92,7 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", terminalSafeJSON(data))
+		_, err = fmt.Fprintf(w, "%s\n", termsafe.JSON(data))
 		return err
 	case "yaml":
 		// As yaml.Marshal does, through JSON; a YAML parser refuses the
@@ -161,7 +102,7 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 		if err != nil {
 			return err
 		}
-		data, err = yaml.JSONToYAML(terminalSafeJSON(data))
+		data, err = yaml.JSONToYAML(termsafe.JSON(data))
 		if err != nil {
 			return err
 		}
@@ -182,8 +123,8 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 		if p.Error != "" {
 			info = "inspection failed: " + p.Error
 		}
-		_, _ = fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Namespace), printable(p.Name),
-			printable(id), printable(state), attempt, created, printable(info))
+		_, _ = fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(p.Namespace), termsafe.String(p.Name),
+			termsafe.String(id), termsafe.String(state), attempt, created, termsafe.String(info))
 		for _, c := range p.Containers {
 			info := ""
 			if c.ExitCode != nil {
@@ -192,9 +133,9 @@ func printPods(w io.Writer, list api.PodList, format string, noTrunc bool, now t
 					info += " (" + c.Reason + ")"
 				}
 			}
-			_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", printable(c.Name),
-				printable(shortID(c.ID, noTrunc)), printable(titled(c.State)), c.RestartCount,
-				ago(c.CreatedAt, now), printable(info))
+			_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", termsafe.String(c.Name),
+				termsafe.String(shortID(c.ID, noTrunc)), termsafe.String(titled(c.State)), c.RestartCount,
+				ago(c.CreatedAt, now), termsafe.String(info))
 		}
 	}
 	if err := tw.Flush(); err != nil {
