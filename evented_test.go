@@ -483,8 +483,8 @@ func removedPod(uid string) []ev {
 // TestRemovalsTheStreamDoesNotTell: CRI-O sends no event when a pod is
 // removed, neither for its sandbox nor for its containers. Where the
 // runtime is known not to tell them, or not known and not seen to, or
-// found by relists not to, the removal watch lists the exited sandboxes
-// every second and finds them, while the global relist keeps its slow
+// found by relists not to, the removal watch lists the sandboxes every
+// second and finds them, while the global relist keeps its slow
 // period: a pod's removal is reported within two seconds, not a
 // safety-net period late. A stream known or seen to tell them costs no
 // list.
@@ -496,8 +496,7 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 		known runtime.Availability
 		// tells: the runtime sends DELETED events.
 		tells bool
-		// watched: the removal watch lists exited sandboxes before any
-		// removal.
+		// watched: the removal watch lists sandboxes before any removal.
 		watched bool
 		// untold are the kinds of removal taken not to be told after.
 		untold []string
@@ -525,7 +524,7 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 				}
 				e.got = nil
 
-				// An idle node but for stopped pods: the watch lists their
+				// An idle node of stopped pods: the watch lists the
 				// sandboxes every second, if it watches.
 				e.rt.ResetCalls()
 				e.wait(time.Minute)
@@ -563,14 +562,52 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 				if told := !strings.Contains(s.String(), "it does not tell"); told != (tc.untold == nil) {
 					t.Errorf("status line %q", s)
 				}
-				// Nothing exited is left: the watch lists nothing more.
+				// No pod is left: the watch lists nothing more.
 				e.rt.ResetCalls()
 				e.wait(time.Minute)
 				if n := e.rt.Calls(runtime.OpListPodSandbox); n != 0 {
-					t.Errorf("%d sandbox lists in a minute without exited sandboxes", n)
+					t.Errorf("%d sandbox lists in a minute without sandboxes", n)
 				}
 				if _, pods := e.g.stream.watch.size(); pods != 0 {
 					t.Errorf("the watch still knows %d sandboxes", pods)
+				}
+			})
+		})
+	}
+}
+
+// TestRunningPodRemovedUntold: RemovePodSandbox also removes a pod that
+// runs (crictl rmp -f), and CRI-O then sends nothing at all, not even the
+// STOPPED of the containers it kills. The removal watch lists every
+// sandbox, not only the exited ones, and finds it within two seconds, not
+// a safety-net period late; on a runtime that tells pod removals, it
+// lists nothing.
+func TestRunningPodRemovedUntold(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		known runtime.Availability
+	}{{"CRI-O: known not to tell", runtime.Unsupported}, {"containerd: known to tell", runtime.Supported}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := fakeruntime.New(podsToRemove()...)
+				rt.SetRemovalEvents(runtime.Supported, tc.known)
+				e := newEventedEnvOn(t, rt, func(*Options) {})
+				e.settle()
+				e.rt.ResetCalls()
+				e.wait(time.Minute)
+				lists := e.rt.Calls(runtime.OpListPodSandbox)
+				if watched := tc.known == runtime.Unsupported; watched && (lists < 55 || lists > 61) || !watched && lists != 0 {
+					t.Errorf("%d sandbox lists in a minute of running pods", lists)
+				}
+				e.got = nil
+				e.removePod("a", tc.known == runtime.Supported)
+				e.wait(2 * time.Second)
+				want := []ev{diedEv("a", "c-a"), removedEv("a", "c-a"), diedEv("a", "sb-a"), removedEv("a", "sb-a")}
+				if !slices.Equal(e.got, want) {
+					t.Errorf("a running pod removed: %v, want %v", e.got, want)
+				}
+				if s := e.g.Status(); !s.Evented || s.RelistPeriod != time.Hour {
+					t.Errorf("evented %v, relist period %v; want evented, an hour", s.Evented, s.RelistPeriod)
 				}
 			})
 		})

@@ -18,22 +18,26 @@ import (
 // Removals the event stream does not tell.
 //
 // CRI-O sends no event when RemovePodSandbox removes a pod: neither for
-// its sandbox nor for the containers removed with it. Relisting the node
-// every second to find such removals would cost what evented mode saves.
-// But only what has exited can be removed (the kubelet stops a pod before
-// it removes it), so the removal watch lists only the exited sandboxes,
-// or containers, of the kinds of removal the stream leaves out, once a
-// second, and only while it knows of some: the items it lists, and those
-// the generator reported exited since. One it knew that a list no longer
-// holds was removed, and its pod is relisted, which reports the removal.
-// A node whose pods all run costs nothing; one with exited items, one
-// list a second per kind, of those items alone.
+// its sandbox nor for the containers removed with it, nor, for a pod
+// removed while it runs (crictl rmp -f), for the containers it stops on
+// the way. Relisting the node every second to find such removals would
+// cost what evented mode saves. But RemoveContainer removes only what has
+// exited (the kubelet stops a container before it removes it), so the
+// removal watch lists once a second only the exited containers, if the
+// stream leaves out their removals, and the sandboxes, of every state, if
+// it leaves out pods': one list of sandboxes, the cheapest list there is,
+// and no inspection. It lists a kind only while it knows of some items:
+// those it listed, and those the generator reported since. One it knew
+// that a list no longer holds was removed, and its pod is relisted, which
+// reports the removal. On CRI-O, a node with pods costs one
+// ListPodSandbox a second; ListContainers only while exited containers
+// are left, and only on a runtime that does not tell their removals.
 //
 // Which kinds of removal a stream tells, the stream supervisor learns
 // (stream.go): from what the runtime's adapter knows of it, then from the
 // DELETED events that come and the removals relists find untold.
 
-// removalPollPeriod is how often the removal watch lists exited items.
+// removalPollPeriod is how often the removal watch lists.
 const removalPollPeriod = time.Second
 
 // removalKind is a kind of removal a stream may leave out.
@@ -61,7 +65,8 @@ func (k removalKind) String() string {
 // asked for again.
 const removalMisses = 3
 
-// candidate is an exited item the removal watch knows of.
+// candidate is an item the removal watch knows of: an exited container,
+// or a sandbox.
 type candidate struct {
 	uid string
 	// since is when the watch learned of it; a list that began before
@@ -82,10 +87,11 @@ type removalWatch struct {
 	found func(uid string)
 
 	mu sync.Mutex
-	// items are the exited items known, by ID, of each kind watched.
+	// items are the items known that may be removed unseen, by ID, of
+	// each kind watched.
 	items [numRemovalKinds]map[string]*candidate
-	// seeded tells that a list of the kind's exited items has been read
-	// since it has been watched.
+	// seeded tells that a list of the kind's items has been read since
+	// it has been watched.
 	seeded [numRemovalKinds]bool
 }
 
@@ -115,17 +121,17 @@ func (w *removalWatch) run(ctx context.Context) {
 	}
 }
 
-// poll lists the exited items of kind k, if it is watched and anything is
-// to be found, and asks for relists of the pods of the items gone.
+// poll lists the items of kind k, if it is watched and anything is to be
+// found, and asks for relists of the pods of the items gone.
 func (w *removalWatch) poll(ctx context.Context, k removalKind) {
 	if !w.due(k) {
 		return
 	}
 	start := w.clock.Now()
-	listed, err := w.listExited(ctx, k)
+	listed, err := w.list(ctx, k)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Debug("Listing exited items for removals the event stream does not tell", "kind", k, "err", err)
+			w.log.Debug("Listing items for removals the event stream does not tell", "kind", k, "err", err)
 		}
 		return // the next tick tries again
 	}
@@ -148,12 +154,12 @@ func (w *removalWatch) due(k removalKind) bool {
 	return !w.seeded[k] || len(w.items[k]) > 0
 }
 
-// listExited lists the exited items of kind k: their IDs and pods.
-func (w *removalWatch) listExited(ctx context.Context, k removalKind) (map[string]string, error) {
+// list lists the items of kind k that may be removed unseen, with their
+// pods: every sandbox, or the exited containers.
+func (w *removalWatch) list(ctx context.Context, k removalKind) (map[string]string, error) {
 	out := make(map[string]string)
 	if k == podRemovals {
-		sandboxes, err := w.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-			State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}})
+		sandboxes, err := w.rt.ListPodSandbox(ctx, nil)
 		for _, sb := range sandboxes {
 			if uid := sb.GetMetadata().GetUid(); uid != "" && sb.GetId() != "" {
 				out[sb.GetId()] = uid
@@ -171,7 +177,7 @@ func (w *removalWatch) listExited(ctx context.Context, k removalKind) (map[strin
 	return out, err
 }
 
-// compare takes a list of kind k's exited items that began at start: what
+// compare takes a list of kind k's items that began at start: what
 // it holds is known from now on, and the pods of the known items it
 // misses are returned, once each.
 func (w *removalWatch) compare(k removalKind, listed map[string]string, start time.Time) []string {
@@ -201,8 +207,9 @@ func (w *removalWatch) compare(k removalKind, listed map[string]string, start ti
 	return gone
 }
 
-// settled learns from what the generator reported of pod uid: items that
-// exited may be removed unseen, items removed are done with.
+// settled learns from what the generator reported of pod uid: containers
+// that exited and sandboxes that run or exited may be removed unseen,
+// items removed are done with.
 func (w *removalWatch) settled(uid string, ts []transition, now time.Time) {
 	var watched [numRemovalKinds]bool
 	for k := range numRemovalKinds {
@@ -215,20 +222,20 @@ func (w *removalWatch) settled(uid string, ts []transition, now time.Time) {
 		if t.sandbox {
 			k = podRemovals
 		}
-		switch t.new {
-		case stateExited:
+		switch {
+		case t.new == stateExited || (t.sandbox && t.new == stateRunning):
 			if watched[k] {
 				if _, ok := w.items[k][t.id]; !ok {
 					w.items[k][t.id] = &candidate{uid: uid, since: now}
 				}
 			}
-		case stateNonExistent:
+		case t.new == stateNonExistent:
 			delete(w.items[k], t.id)
 		}
 	}
 }
 
-// size returns how many exited items the watch knows of each kind, for
+// size returns how many items the watch knows of each kind, for
 // tests of its bounds.
 func (w *removalWatch) size() (containers, pods int) {
 	w.mu.Lock()

@@ -221,7 +221,7 @@ func (m *PLEG) newEventedCollectors() {
 	}, []string{"reason"})
 	m.RemovalWatchRelists = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pleg_evented_removal_watch_relists_total",
-		Help: "Relists of pods asked for by the removal watch: an exited sandbox or container was removed and the event " +
+		Help: "Relists of pods asked for by the removal watch: a sandbox or an exited container was removed and the event " +
 			"stream did not tell it (CRI-O when a pod is removed).",
 	})
 	m.InspectionRetries = prometheus.NewCounter(prometheus.CounterOpts{
