@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestRunningPodRemoved(t *testing.T) {
 		app, err := in.RunContainer(ctx(t), sb, pod, runtimetest.ContainerSpec{Name: "app", Args: sleeping})
 		must(t, err)
 		wait(t, "app started", func() bool { return f.count(app, "ContainerStarted") > 0 })
-		wait(t, "the stream driving", func() bool { return drives(t, d) })
+		wait(t, "the stream driving", func() bool { return drives(t.Context(), d.client) })
 
 		must(t, in.RemovePod(ctx(t), sb))
 		wait(t, "the pod removed", func() bool {
@@ -49,10 +50,10 @@ func TestRunningPodRemoved(t *testing.T) {
 	})
 }
 
-// drives reports whether the daemon's event stream drives, as pleg_mode
+// drives reports whether a daemon's event stream drives, as its pleg_mode
 // says.
-func drives(t *testing.T, d *daemonProcess) bool {
-	families, err := d.client.Metrics(t.Context())
+func drives(ctx context.Context, c *client.Client) bool {
+	families, err := c.Metrics(ctx)
 	if err != nil {
 		return false
 	}

@@ -491,13 +491,7 @@ func watchBinary(b *testing.B, in *runtimetest.Instance, name, bin string, args 
 		if time.Now().After(deadline) {
 			b.Fatalf("%s: the event stream never drove", name)
 		}
-		families, err := c.Metrics(runCtx)
-		if err != nil {
-			continue
-		}
-		if f := families["pleg_mode"]; f != nil && slices.ContainsFunc(f.GetMetric(), func(m *dto.Metric) bool {
-			return m.GetGauge().GetValue() == 1 && slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetValue() == "evented" })
-		}) {
+		if drives(runCtx, c) {
 			break
 		}
 	}
