@@ -35,15 +35,17 @@ type Config struct {
 	ExternalLabels map[string]string
 }
 
-// ScrapeConfig is a scrape job of static targets, the part of Prometheus'
-// scrape_config that tests use.
+// ScrapeConfig is a scrape job of static or discovered targets, the part
+// of Prometheus' scrape_config that tests use.
 type ScrapeConfig struct {
-	JobName        string          `json:"job_name"`
-	ScrapeInterval string          `json:"scrape_interval,omitempty"`
-	ScrapeTimeout  string          `json:"scrape_timeout,omitempty"`
-	MetricsPath    string          `json:"metrics_path,omitempty"`
-	StaticConfigs  []StaticConfig  `json:"static_configs"`
-	RelabelConfigs []RelabelConfig `json:"relabel_configs,omitempty"`
+	JobName        string         `json:"job_name"`
+	ScrapeInterval string         `json:"scrape_interval,omitempty"`
+	ScrapeTimeout  string         `json:"scrape_timeout,omitempty"`
+	MetricsPath    string         `json:"metrics_path,omitempty"`
+	StaticConfigs  []StaticConfig `json:"static_configs,omitempty"`
+	// KubernetesSDConfigs discover the targets from an API server.
+	KubernetesSDConfigs []KubernetesSDConfig `json:"kubernetes_sd_configs,omitempty"`
+	RelabelConfigs      []RelabelConfig      `json:"relabel_configs,omitempty"`
 	// HonorLabels keeps the target's own job and instance labels.
 	HonorLabels bool `json:"honor_labels,omitempty"`
 	// ExtraScrapeMetrics adds scrape_body_size_bytes, scrape_timeout_seconds
@@ -57,6 +59,31 @@ type ScrapeConfig struct {
 type StaticConfig struct {
 	Targets []string          `json:"targets"`
 	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// KubernetesSDConfig discovers targets of one role ("pod", "node", ...)
+// from a Kubernetes API server, with a CA file and a bearer token.
+type KubernetesSDConfig struct {
+	APIServer     string                `json:"api_server"`
+	Role          string                `json:"role"`
+	Namespaces    *KubernetesNamespaces `json:"namespaces,omitempty"`
+	TLSConfig     TLSConfig             `json:"tls_config"`
+	Authorization Authorization         `json:"authorization"`
+}
+
+// KubernetesNamespaces limits discovery to these namespaces.
+type KubernetesNamespaces struct {
+	Names []string `json:"names"`
+}
+
+// TLSConfig is the CA that a client trusts.
+type TLSConfig struct {
+	CAFile string `json:"ca_file"`
+}
+
+// Authorization is a bearer token.
+type Authorization struct {
+	Credentials string `json:"credentials"`
 }
 
 // RelabelConfig is one relabelling step, in Prometheus' spelling.

@@ -369,3 +369,8 @@ func removeCgroups(dirs []string) error {
 	}
 	return nil
 }
+
+// UnmountBelow unmounts every mount at or below dir, deepest first: what
+// a kubelet leaves in its root directory (its pods' volumes) once it and
+// its pods are gone.
+func UnmountBelow(dir string) error { return unmountBelow(dir) }

@@ -58,7 +58,7 @@ func InstallCRIO(ctx context.Context, version string, logf func(string, ...any))
 			return b, err
 		}
 	}
-	if b.CNIPlugins, err = cniPlugins(ctx, logf); err != nil {
+	if b.CNIPlugins, err = CNIPlugins(ctx, logf); err != nil {
 		return b, err
 	}
 	dir, err := cacheSubdir("crio", version)
@@ -97,11 +97,12 @@ func InstallCRIO(ctx context.Context, version string, logf func(string, ...any))
 	return b, common(ctx, &b, logf)
 }
 
-// cniPlugins returns the directory of the standard CNI plugins, installing
+// CNIPlugins returns the directory of the standard CNI plugins, installing
 // Debian's containernetworking-plugins when it is missing. CRI-O reports
 // the pod network ready only once its configuration's plugins are there;
-// the test pods, on the host network, never run them.
-func cniPlugins(ctx context.Context, logf func(string, ...any)) (string, error) {
+// its test pods, on the host network, never run them; a pod network
+// (Options.PodNetwork) does.
+func CNIPlugins(ctx context.Context, logf func(string, ...any)) (string, error) {
 	find := func() string {
 		for _, d := range []string{"/usr/lib/cni", "/opt/cni/bin"} {
 			if _, err := os.Stat(filepath.Join(d, "loopback")); err == nil {
@@ -260,7 +261,7 @@ enable_nri = false
 			return err
 		}
 	}
-	return writeNetworkConfig(filepath.Join(in.Dir, "cni", "net.d"))
+	return writeNetworkConfig(filepath.Join(in.Dir, "cni", "net.d"), "")
 }
 
 // importImages copies the test image into CRI-O's containers-storage with

@@ -301,3 +301,13 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// HostBinary finds the executable name on the host, installing Debian's
+// package pkg with apt-get when it is missing and running as root: for
+// the tools a test node needs beside its runtime (iptables, say).
+func HostBinary(ctx context.Context, name, pkg string, logf func(string, ...any)) (string, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return aptBinary(ctx, name, pkg, logf)
+}

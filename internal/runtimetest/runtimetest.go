@@ -71,6 +71,12 @@ type Options struct {
 	KeepLogs bool
 	// LogLevel is the runtime's log level; default "info".
 	LogLevel string
+	// PodNetwork, if set, is a CNI network configuration list (JSON) that
+	// replaces the loopback-only one, run with the standard CNI plugins
+	// of the host (Debian's containernetworking-plugins, installed when
+	// missing): pods off the host network get an address on it, as under
+	// a kubelet. containerd 2.x only.
+	PodNetwork string
 }
 
 // Instance is a private runtime. Its exported fields are read-only.
@@ -96,6 +102,7 @@ type Instance struct {
 	socket  string
 	logPath string
 	conn    *grpc.ClientConn
+	cniBin  string // the CNI plugins' directory: the system's with PodNetwork
 
 	mu      sync.Mutex
 	proc    *process // the running runtime, nil after Kill or Stop
@@ -179,6 +186,17 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 		sandbox: map[string]bool{},
 	}
 	in.Endpoint = "unix://" + in.socket
+	in.cniBin = filepath.Join(dir, "cni", "bin")
+	if opts.PodNetwork != "" {
+		if spec.Kind != Containerd || !strings.HasPrefix(spec.Version, "v2.") {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("runtimetest: a pod network needs containerd 2.x, not %s", spec)
+		}
+		if in.cniBin, err = CNIPlugins(ctx, opts.Logf); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	if len(in.socket)+len(".ttrpc") >= 104 {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("runtimetest: socket path %q is too long; set TMPDIR to a shorter directory", in.socket)

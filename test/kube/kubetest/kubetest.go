@@ -16,11 +16,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,11 +47,37 @@ const (
 // AdminToken is the bearer token of an admin (group system:masters).
 const AdminToken = "pleg-test-admin-token"
 
+// Options change how StartWith runs the API server. The zero value is
+// what Start runs: loopback, RBAC, the admin's token.
+type Options struct {
+	// Address is the IP address the API server binds to, advertises and
+	// names in its serving certificate; default 127.0.0.1. A node whose
+	// pods must reach it gives an address of the pod network's gateway.
+	Address string
+	// SANs are more IP addresses its serving certificate names, such as
+	// the cluster IP of the kubernetes Service, which pods dial.
+	SANs []net.IP
+	// Tokens are more static tokens the API server accepts.
+	Tokens []Token
+	// Nodes makes it a cluster's API server with kubelets: the Node
+	// authorizer before RBAC, the NodeRestriction admission plugin, and a
+	// client certificate (KubeletClientCA signs it) for what it asks of
+	// the kubelets (exec, logs).
+	Nodes bool
+}
+
+// Token is a static bearer token and whom it authenticates.
+type Token struct {
+	Token, User string
+	Groups      []string
+}
+
 // Server is a running etcd and kube-apiserver. Its methods are safe for
 // concurrent use.
 type Server struct {
 	dir       string
 	bin       Binaries
+	opts      Options
 	etcdURL   string
 	port      int
 	caFile    string
@@ -56,6 +86,8 @@ type Server struct {
 	mu        sync.Mutex
 	etcd      *process
 	apiServer *process
+	// controllers are the processes StartControllers started.
+	controllers []*process
 }
 
 // Binaries are the built etcd and kube-apiserver.
@@ -82,9 +114,17 @@ func Unavailable(t testing.TB, err error) {
 // `go build` relinks nothing that is up to date. Concurrent builds, also
 // from other test processes, take turns through a lock file.
 func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
+	var b Binaries
+	err := build(ctx, logf, map[string]*string{etcdPkg: &b.Etcd, apiServerPkg: &b.APIServer})
+	return b, err
+}
+
+// build builds each package of the module's tools into the cache's
+// kube/bin, under the name of its last path element, and sets its path.
+func build(ctx context.Context, logf func(string, ...any), pkgs map[string]*string) error {
 	mod, err := moduleDir()
 	if err != nil {
-		return Binaries{}, err
+		return err
 	}
 	// The runtime harness's rule (internal/runtimetest.CacheDir, which this
 	// module cannot import): the servers are built once per machine, not
@@ -99,39 +139,82 @@ func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
 	}
 	binDir, err := filepath.Abs(filepath.Join(cache, "kube", "bin"))
 	if err != nil {
-		return Binaries{}, err
+		return err
 	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return Binaries{}, fmt.Errorf("kubetest: %w", err)
+		return fmt.Errorf("kubetest: %w", err)
+	}
+	ldflags, err := versionFlags(mod)
+	if err != nil {
+		return err
 	}
 	unlock, err := cachelock.Acquire(filepath.Join(binDir, "..", "build.lock"))
 	if err != nil {
-		return Binaries{}, err
+		return err
 	}
 	defer unlock()
-	b := Binaries{Etcd: filepath.Join(binDir, "etcd"), APIServer: filepath.Join(binDir, "kube-apiserver")}
-	for _, out := range []struct{ pkg, path string }{{etcdPkg, b.Etcd}, {apiServerPkg, b.APIServer}} {
-		if _, err := os.Stat(out.path); err != nil {
-			logf("kubetest: building %s (from the Go module proxy the first time: minutes)", out.pkg)
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
+		out := filepath.Join(binDir, path.Base(strings.TrimSuffix(pkg, "/v3")))
+		if pkg == etcdPkg {
+			out = filepath.Join(binDir, "etcd")
+		}
+		*pkgs[pkg] = out
+		if _, err := os.Stat(out); err != nil {
+			logf("kubetest: building %s (from the Go module proxy the first time: minutes)", pkg)
 		}
 		start := time.Now()
-		cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out.path, out.pkg)
+		cmd := exec.CommandContext(ctx, goTool(), "build", "-ldflags", ldflags, "-o", out, pkg)
 		cmd.Dir = mod
 		// Built as a plain `go build` builds them (the tests' -race is a
 		// flag of theirs), so that the build cache serves every run.
 		if output, err := cmd.CombinedOutput(); err != nil {
-			return b, fmt.Errorf("kubetest: go build %s in %s: %w\n%s", out.pkg, mod, err, tail(string(output), 20))
+			return fmt.Errorf("kubetest: go build %s in %s: %w\n%s", pkg, mod, err, tail(string(output), 20))
 		}
 		if d := time.Since(start); d > 10*time.Second {
-			logf("kubetest: built %s in %v", out.pkg, d.Round(time.Second))
+			logf("kubetest: built %s in %v", pkg, d.Round(time.Second))
 		}
 	}
-	return b, nil
+	return nil
+}
+
+// versionFlags stamps the Kubernetes release of the module's go.mod into
+// what it builds, as Kubernetes' own release builds do: without it an API
+// server says it is v0.0.0-master+$Format:%H$, which fails a chart's
+// kubeVersion, and a kubelet registers a node of no version.
+func versionFlags(mod string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(mod, "go.mod"))
+	if err != nil {
+		return "", fmt.Errorf("kubetest: %w", err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)\b`).FindStringSubmatch(string(data))
+	if m == nil {
+		return "", fmt.Errorf("kubetest: %s/go.mod requires no k8s.io/kubernetes release", mod)
+	}
+	var flags []string
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		flags = append(flags,
+			"-X "+pkg+".gitVersion="+m[1],
+			"-X "+pkg+".gitMajor="+m[2],
+			"-X "+pkg+".gitMinor="+m[3],
+			"-X "+pkg+".gitTreeState=clean")
+	}
+	return strings.Join(flags, " "), nil
 }
 
 // Start starts etcd and kube-apiserver in a temporary directory and waits
 // until the API server is ready. Stop them with Stop.
 func Start(ctx context.Context, logf func(string, ...any)) (*Server, error) {
+	return StartWith(ctx, logf, Options{})
+}
+
+// StartWith is Start with opts.
+func StartWith(ctx context.Context, logf func(string, ...any), opts Options) (*Server, error) {
+	if opts.Address == "" {
+		opts.Address = "127.0.0.1"
+	}
+	if net.ParseIP(opts.Address) == nil {
+		return nil, fmt.Errorf("kubetest: address %q is not an IP address", opts.Address)
+	}
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -143,7 +226,7 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	s := &Server{dir: dir, bin: bin, logf: logf}
+	s := &Server{dir: dir, bin: bin, opts: opts, logf: logf}
 	if err := s.start(ctx); err != nil {
 		return nil, errors.Join(err, s.Stop())
 	}
@@ -186,14 +269,14 @@ func (s *Server) start(ctx context.Context) error {
 		return err
 	}
 
-	files, err := writeSecrets(s.dir)
+	files, err := writeSecrets(s.dir, s.opts)
 	if err != nil {
 		return err
 	}
 	s.caFile = files.ca
 	s.apiArgs = []string{
 		"--etcd-servers=" + s.etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--bind-address=" + s.opts.Address, "--advertise-address=" + s.opts.Address,
 		"--secure-port=" + strconv.Itoa(s.port),
 		"--tls-cert-file=" + files.cert, "--tls-private-key-file=" + files.key,
 		"--cert-dir=" + filepath.Join(s.dir, "certs"),
@@ -207,6 +290,14 @@ func (s *Server) start(ctx context.Context) error {
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+	}
+	if s.opts.Nodes {
+		s.apiArgs = append(s.apiArgs,
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+files.kubeletClientCert,
+			"--kubelet-client-key="+files.kubeletClientKey,
+		)
 	}
 	return s.startAPIServer(ctx)
 }
@@ -238,7 +329,15 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 }
 
 // URL is the API server's address.
-func (s *Server) URL() string { return "https://127.0.0.1:" + strconv.Itoa(s.port) }
+func (s *Server) URL() string {
+	return "https://" + net.JoinHostPort(s.opts.Address, strconv.Itoa(s.port))
+}
+
+// Port is the API server's port.
+func (s *Server) Port() int { return s.port }
+
+// Dir is the directory of the server's files and logs, removed by Stop.
+func (s *Server) Dir() string { return s.dir }
 
 // CAFile is the file of the CA that signed the API server's certificate.
 func (s *Server) CAFile() string { return s.caFile }
@@ -323,10 +422,10 @@ func (s *Server) LogTail(n int) string {
 func (s *Server) Stop() error {
 	var errs []error
 	s.mu.Lock()
-	api, etcd := s.apiServer, s.etcd
-	s.apiServer, s.etcd = nil, nil
+	api, etcd, controllers := s.apiServer, s.etcd, s.controllers
+	s.apiServer, s.etcd, s.controllers = nil, nil, nil
 	s.mu.Unlock()
-	for _, p := range []*process{api, etcd} {
+	for _, p := range append(controllers, api, etcd) {
 		if p != nil {
 			errs = append(errs, p.stop())
 		}

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -23,12 +24,22 @@ import (
 type secrets struct {
 	ca, cert, key string // the CA, and the serving certificate it signed
 	saKey         string // the service account signing key
-	tokens        string // the static token file: the admin
+	tokens        string // the static token file: the admin, and opts.Tokens
+	// The API server's client certificate towards the kubelets, with
+	// opts.Nodes.
+	kubeletClientCert, kubeletClientKey string
 }
 
-// writeSecrets makes a CA, a serving certificate for 127.0.0.1 and
-// localhost, a service account key and the admin's token, into dir.
-func writeSecrets(dir string) (secrets, error) {
+// pemFile is a file of one PEM block.
+type pemFile struct {
+	path, kind string
+	der        []byte
+}
+
+// writeSecrets makes a CA, a serving certificate for opts.Address, its
+// SANs and localhost, a service account key and the static tokens, into
+// dir; with opts.Nodes also a client certificate for the kubelets.
+func writeSecrets(dir string, opts Options) (secrets, error) {
 	s := secrets{
 		ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "apiserver.crt"), key: filepath.Join(dir, "apiserver.key"),
 		saKey: filepath.Join(dir, "sa.key"), tokens: filepath.Join(dir, "tokens.csv"),
@@ -66,8 +77,8 @@ func writeSecrets(dir string) (secrets, error) {
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
+		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(opts.Address)}, opts.SANs...),
+		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}, ca, &servingKey.PublicKey, caKey)
 	if err != nil {
 		return s, err
@@ -84,21 +95,49 @@ func writeSecrets(dir string) (secrets, error) {
 	if err != nil {
 		return s, err
 	}
-	for _, f := range []struct {
-		path, kind string
-		der        []byte
-	}{
+	files := []pemFile{
 		{s.ca, "CERTIFICATE", caDER},
 		{s.cert, "CERTIFICATE", servingDER},
 		{s.key, "PRIVATE KEY", servingKeyDER},
 		{s.saKey, "PRIVATE KEY", saKeyDER},
-	} {
+	}
+	if opts.Nodes {
+		// The kubelets take a client certificate signed by this CA
+		// (authentication.x509.clientCAFile) as the API server's.
+		clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return s, err
+		}
+		clientDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+			SerialNumber: big.NewInt(3),
+			Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+			NotBefore:    now.Add(-time.Hour),
+			NotAfter:     now.Add(24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}, ca, &clientKey.PublicKey, caKey)
+		if err != nil {
+			return s, err
+		}
+		clientKeyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
+		if err != nil {
+			return s, err
+		}
+		s.kubeletClientCert, s.kubeletClientKey = filepath.Join(dir, "kubelet-client.crt"), filepath.Join(dir, "kubelet-client.key")
+		files = append(files,
+			pemFile{s.kubeletClientCert, "CERTIFICATE", clientDER},
+			pemFile{s.kubeletClientKey, "PRIVATE KEY", clientKeyDER})
+	}
+	for _, f := range files {
 		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.kind, Bytes: f.der}), 0o600); err != nil {
 			return s, fmt.Errorf("kubetest: %w", err)
 		}
 	}
 	// token,user,uid,"groups"
 	tokens := AdminToken + `,pleg-test-admin,pleg-test-admin,"system:masters"` + "\n"
+	for _, t := range opts.Tokens {
+		tokens += fmt.Sprintf("%s,%s,%s,%q\n", t.Token, t.User, t.User, strings.Join(t.Groups, ","))
+	}
 	if err := os.WriteFile(s.tokens, []byte(tokens), 0o600); err != nil {
 		return s, fmt.Errorf("kubetest: %w", err)
 	}

@@ -1,0 +1,369 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package kubetest
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/plegkit/pleg/internal/runtimetest"
+)
+
+// NodeBinaries are what a cluster adds to the API server: the controller
+// manager, the scheduler, the kubelet, and kubectl for what a person types.
+type NodeBinaries struct {
+	ControllerManager, Scheduler, Kubelet, Kubectl string
+}
+
+// BuildNode builds the node's binaries from the module's k8s.io/kubernetes
+// release, as Build builds the API server (cached, version stamped).
+func BuildNode(ctx context.Context, logf func(string, ...any)) (NodeBinaries, error) {
+	var b NodeBinaries
+	err := build(ctx, logf, map[string]*string{
+		"k8s.io/kubernetes/cmd/kube-controller-manager": &b.ControllerManager,
+		"k8s.io/kubernetes/cmd/kube-scheduler":          &b.Scheduler,
+		"k8s.io/kubernetes/cmd/kubelet":                 &b.Kubelet,
+		"k8s.io/kubernetes/cmd/kubectl":                 &b.Kubectl,
+	})
+	return b, err
+}
+
+// StartControllers starts kube-controller-manager and kube-scheduler
+// against s, as an admin, on loopback; Stop stops them with the server.
+// Without them a DaemonSet, a Deployment or a Job makes no pod, and no
+// pod is bound to a node.
+func (s *Server) StartControllers(ctx context.Context, bin NodeBinaries) error {
+	kubeconfig, err := s.WriteKubeconfig("controllers", AdminToken)
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	kcm, err := startProcess(filepath.Join(s.dir, "kube-controller-manager.log"), bin.ControllerManager,
+		"--kubeconfig="+kubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]),
+		// Publishes the CA every pod's token volume holds
+		// (kube-root-ca.crt), and signs legacy tokens.
+		"--root-ca-file="+s.caFile,
+		"--service-account-private-key-file="+filepath.Join(s.dir, "sa.key"),
+		"--use-service-account-credentials=false",
+		"--v=1",
+	)
+	if err != nil {
+		return err
+	}
+	s.addProcess(kcm)
+	sched, err := startProcess(filepath.Join(s.dir, "kube-scheduler.log"), bin.Scheduler,
+		"--kubeconfig="+kubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[1]),
+		"--v=1",
+	)
+	if err != nil {
+		return err
+	}
+	s.addProcess(sched)
+	for _, c := range []struct {
+		p    *process
+		name string
+		port int
+	}{{kcm, "kube-controller-manager", ports[0]}, {sched, "kube-scheduler", ports[1]}} {
+		if err := waitFor(ctx, c.p, c.name, func() error { return httpsOK("https://127.0.0.1:" + strconv.Itoa(c.port) + "/healthz") }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// httpsOK asks url, whose certificate is self-signed, for a 200.
+func httpsOK(url string) error {
+	c := http.Client{Timeout: 5 * time.Second, Transport: insecureTransport()}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, body)
+	}
+	return nil
+}
+
+// KubeletOptions describe a kubelet and its node.
+type KubeletOptions struct {
+	// NodeName is the node's name; its token must be one of the server's
+	// Options.Tokens, as system:node:NodeName in group system:nodes.
+	NodeName, Token string
+	// NodeIP is the node's address: the kubelet serves on it (the API
+	// server dials it for exec and logs) and reports it as InternalIP.
+	NodeIP string
+	// RuntimeEndpoint is the CRI runtime's socket (unix://...).
+	RuntimeEndpoint string
+	// Verbosity is the kubelet's -v; at 2 it logs every PLEG event it
+	// syncs a pod on ("SyncLoop (PLEG)").
+	Verbosity int
+}
+
+// Kubelet is a running kubelet.
+type Kubelet struct {
+	dir, logPath string
+	proc         *process
+	// logsBefore are the entries of the host's pod log directories before
+	// it started: it writes its pods' logs there, wherever its root is.
+	logsBefore map[string]bool
+}
+
+// podLogDirs are where every kubelet keeps its pods' logs.
+var podLogDirs = []string{"/var/log/pods", "/var/log/containers"}
+
+func logEntries() map[string]bool {
+	out := map[string]bool{}
+	for _, d := range podLogDirs {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			out[filepath.Join(d, e.Name())] = true
+		}
+	}
+	return out
+}
+
+// StartKubelet starts a kubelet that registers opts.NodeName with s, in a
+// directory of its own, and waits until it serves. Whether the node goes
+// Ready is for the test to wait on: it takes the runtime's network.
+//
+// Its configuration is what this kind of machine needs: cgroup v1 with
+// the cgroupfs driver (a kubelet from 1.35 refuses cgroup v1 unless
+// told), swap tolerated, no local storage accounting (the root disk's
+// statistics cannot be read here), and the API server's client
+// certificate as its only way in.
+func (s *Server) StartKubelet(ctx context.Context, bin NodeBinaries, opts KubeletOptions) (*Kubelet, error) {
+	dir, err := os.MkdirTemp("", "pleg-kubelet-")
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	k := &Kubelet{dir: dir, logPath: filepath.Join(dir, "kubelet.log"), logsBefore: logEntries()}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, errors.Join(err, k.cleanup())
+	}
+	kubeconfig, err := s.WriteKubeconfig("kubelet-"+opts.NodeName, opts.Token)
+	if err != nil {
+		return nil, errors.Join(err, k.cleanup())
+	}
+	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %[1]s
+port: %[2]d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %[3]d
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %[4]q}
+authorization: {mode: AlwaysAllow}
+containerRuntimeEndpoint: %[5]q
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+localStorageCapacityIsolation: false
+# The root disk is the machine's: no eviction or image collection on
+# its figures, whatever else runs there.
+evictionHard: {memory.available: 100Mi}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+# A status write every 10 s, changed or not, as before 1.13: the tests
+# watch pleg's condition live beside the kubelet's own writes.
+nodeStatusUpdateFrequency: 10s
+nodeStatusReportFrequency: 10s
+clusterDomain: cluster.local
+staticPodPath: %[6]q
+volumePluginDir: %[7]q
+serializeImagePulls: false
+`, opts.NodeIP, ports[0], ports[1], s.caFile, opts.RuntimeEndpoint,
+		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"))
+	configPath := filepath.Join(dir, "config.yaml")
+	if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
+		return nil, errors.Join(err, k.cleanup())
+	}
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		return nil, errors.Join(err, k.cleanup())
+	}
+	k.proc, err = startProcess(k.logPath, bin.Kubelet,
+		"--config="+configPath,
+		"--kubeconfig="+kubeconfig,
+		"--root-dir="+filepath.Join(dir, "root"),
+		"--cert-dir="+filepath.Join(dir, "pki"),
+		"--hostname-override="+opts.NodeName,
+		"--node-ip="+opts.NodeIP,
+		"--v="+strconv.Itoa(opts.Verbosity),
+	)
+	if err != nil {
+		return nil, errors.Join(err, k.cleanup())
+	}
+	healthz := "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/healthz"
+	if err := waitFor(ctx, k.proc, "kubelet", func() error {
+		resp, err := http.Get(healthz)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("kubelet %s: %d", healthz, resp.StatusCode)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("%w\nkubelet log:\n%s", errors.Join(err, k.Stop()), k.LogTail(30))
+	}
+	return k, nil
+}
+
+// Log is the kubelet's log so far.
+func (k *Kubelet) Log() ([]byte, error) { return os.ReadFile(k.logPath) }
+
+// LogTail returns the last n lines of the kubelet's log.
+func (k *Kubelet) LogTail(n int) string {
+	data, _ := os.ReadFile(k.logPath)
+	return tail(string(data), n)
+}
+
+// RootDir is the kubelet's --root-dir: its pods' volumes are below.
+func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
+
+// Stop stops the kubelet (SIGTERM), unmounts its pods' volumes and
+// removes its directory. Its pods go on running in the runtime: stopping
+// the runtime removes them.
+func (k *Kubelet) Stop() error {
+	var errs []error
+	if k.proc != nil {
+		errs = append(errs, k.proc.stop())
+	}
+	return errors.Join(append(errs, k.cleanup())...)
+}
+
+func (k *Kubelet) cleanup() error {
+	if os.Getenv("PLEG_KEEP_KUBELET_LOG") != "" {
+		if data, err := os.ReadFile(k.logPath); err == nil {
+			_ = os.WriteFile(filepath.Join(os.TempDir(), filepath.Base(k.dir)+".log"), data, 0o644)
+		}
+	}
+	errs := []error{runtimetest.UnmountBelow(k.dir), os.RemoveAll(k.dir), removeKubepods()}
+	for e := range logEntries() {
+		if !k.logsBefore[e] {
+			errs = append(errs, os.RemoveAll(e))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeKubepods removes the cgroups a kubelet made for its pods (the
+// cgroupfs driver's kubepods, in every v1 hierarchy), deepest first, once
+// their pods are gone; one that still holds a process stays.
+func removeKubepods() error {
+	roots, err := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, root := range roots {
+		var dirs []string
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("kubetest: rmdir %s: %w", dirs[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Bridge makes (or finds) the Linux bridge name with address cidr, up: a
+// node's pod network, whose gateway address exists before any pod, so
+// that the API server can serve on it. The CNI bridge plugin then puts
+// pods on it.
+func Bridge(name, cidr string) (func() error, error) {
+	ip, _, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: bridge %s: %w", name, err)
+	}
+	run := func(args ...string) error {
+		out, err := execOutput("ip", args...)
+		if err != nil {
+			return fmt.Errorf("kubetest: ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if _, err := net.InterfaceByName(name); err != nil {
+		if err := run("link", "add", name, "type", "bridge"); err != nil {
+			return nil, err
+		}
+	}
+	if addrs, err := interfaceAddrs(name); err != nil {
+		return nil, err
+	} else if !addrs[ip.String()] {
+		if err := run("addr", "add", cidr, "dev", name); err != nil {
+			return nil, err
+		}
+	}
+	if err := run("link", "set", name, "up"); err != nil {
+		return nil, err
+	}
+	return func() error { return run("link", "del", name) }, nil
+}
+
+func interfaceAddrs(name string) (map[string]bool, error) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	out := map[string]bool{}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			out[n.IP.String()] = true
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) addProcess(p *process) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.controllers = append(s.controllers, p)
+}
+
+// insecureTransport trusts any certificate: for the health endpoints of
+// the controllers, which serve a certificate they signed themselves.
+func insecureTransport() *http.Transport {
+	//nolint:gosec // loopback health checks of processes this package started
+	return &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+}
+
+func execOutput(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}

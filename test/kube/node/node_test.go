@@ -1,0 +1,472 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package node runs pleg as an operator runs it: its image, built by
+// `make image`, installed by its chart with helm on a real single-node
+// cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+// and a kubelet of one Kubernetes release, built from their Go modules,
+// on containerd 2.x with a bridge pod network), and checked as a user
+// sees it: the pod Ready by the kubelet's probes, pleg's events against
+// the kubelet's own PLEG's, the node condition beside the kubelet's, a
+// rolling update that loses nothing, the runbook's commands, uninstall.
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/internal/runtimetest"
+)
+
+// work is the namespace of the test's workload.
+const work = "work"
+
+// TestNode installs pleg on a real node and checks it there, step by
+// step: each step needs the ones before it.
+func TestNode(t *testing.T) {
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+
+	img := buildImage(t, ctx)
+	c.importImage(t, ctx, img)
+	in := install{stateDir: filepath.Join(t.TempDir(), "state"), apiDir: filepath.Join(t.TempDir(), "api")}
+
+	// One client follows pleg's events on the node's API socket from the
+	// install to the end, across the rolling update.
+	var f *follower
+	steps := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"InstallReady", func(t *testing.T) {
+			c.installReady(t, ctx, img, in)
+			f = follow(t, in.socket())
+		}},
+		{"EventsMatchTheKubelet", func(t *testing.T) { c.eventsMatchTheKubelet(t, ctx, f) }},
+		{"ConditionBesideTheKubelet", func(t *testing.T) { c.conditionBesideTheKubelet(t, ctx) }},
+		{"RollingUpdateLosesNothing", func(t *testing.T) { c.rollingUpdate(t, ctx, img, in, f) }},
+		{"RuntimeFrozen", func(t *testing.T) { c.runtimeFrozen(t, ctx) }},
+		{"ScrapedByPrometheus", func(t *testing.T) { c.scraped(t, ctx) }},
+		{"Runbook", func(t *testing.T) { c.runbook(t, ctx) }},
+		{"Uninstall", func(t *testing.T) { c.uninstall(t, ctx) }},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, s.run) {
+			t.Fatalf("%s failed: the steps after it need it", s.name)
+		}
+	}
+}
+
+// installReady installs the chart as the README says and waits until the
+// kubelet's probes find the pod ready.
+func (c *cluster) installReady(t *testing.T, ctx context.Context, img image, in install) {
+	start := time.Now()
+	c.helmInstall(t, ctx, "install", img, in)
+	p, err := c.plegPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, at := podReady(p)
+	if !ready {
+		t.Fatalf("helm --wait returned, pod %s not Ready: %v", p.Name, p.Status.Conditions)
+	}
+	t.Logf("pod %s Ready %v after its creation (%v after helm install began)",
+		p.Name, at.Sub(p.CreationTimestamp.Time).Round(time.Second), time.Since(start).Round(time.Second))
+	// Its probes are the kubelet's: the pod's restarts say they held.
+	for _, s := range p.Status.ContainerStatuses {
+		if s.RestartCount != 0 {
+			t.Errorf("container %s restarted %d times", s.Name, s.RestartCount)
+		}
+	}
+	// Its cost at rest: the node runs only pleg and the kubelet's pods.
+	u0, err := c.plegUsage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Second) // a window to measure over, not a wait
+	u1, err := c.plegUsage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pleg at rest: %s", u0.over(u1))
+}
+
+// eventsMatchTheKubelet runs a workload through the API and compares
+// pleg's events, read on the node's API socket, with the kubelet's PLEG's
+// in its log.
+func (c *cluster) eventsMatchTheKubelet(t *testing.T, ctx context.Context, f *follower) {
+	u0, err := c.plegUsage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: work}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// The controller manager gives the namespace its default service
+	// account, which admission wants of every pod.
+	if err := waitFor(ctx, "the namespace's default service account", func() (bool, error) {
+		_, err := c.cs.CoreV1().ServiceAccounts(work).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A Deployment whose container exits 3 after a second and restarts, a
+	// Job that completes, a pod deleted while it runs.
+	if _, err := c.cs.AppsV1().Deployments(work).Create(ctx, crashDeployment(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.cs.BatchV1().Jobs(work).Create(ctx, completingJob(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	doomed, err := c.cs.CoreV1().Pods(work).Create(ctx, testPod("doomed", corev1.RestartPolicyAlways, "pause"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(ctx, "the workload", func() (bool, error) {
+		return c.workloadDone(ctx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cs.CoreV1().Pods(work).Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.uids[string(doomed.UID)] = work + "/doomed"
+	if err := waitFor(ctx, "the doomed pod's removal", func() (bool, error) {
+		_, err := c.cs.CoreV1().Pods(work).Get(ctx, "doomed", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitSameEvents(t, ctx, f, "the workload")
+	if u1, err := c.plegUsage(ctx); err == nil {
+		t.Logf("pleg under the workload: %s", u0.over(u1))
+	}
+
+	// pleg names each pod as the kubelet does, and reports the removal
+	// of the deleted pod's sandbox and container, which the kubelet's log
+	// never shows.
+	removed := map[bool]int{}
+	for _, ev := range f.snapshot() {
+		name, ok := c.uids[ev.PodUID]
+		if !ok {
+			continue
+		}
+		if got := ev.PodNamespace + "/" + ev.PodName; got != name {
+			t.Errorf("pleg names pod %s %q, the API %q", ev.PodUID, got, name)
+		}
+		if ev.Type == "ContainerRemoved" && ev.PodUID == string(doomed.UID) {
+			removed[ev.Sandbox]++
+		}
+	}
+	if removed[true] != 1 || removed[false] != 1 {
+		t.Errorf("ContainerRemoved of the deleted pod: %d sandbox, %d container; want 1 and 1", removed[true], removed[false])
+	}
+}
+
+// workloadDone reports whether the crash-looping container restarted
+// twice, the Job completed and the doomed pod runs.
+func (c *cluster) workloadDone(ctx context.Context) (bool, error) {
+	pods, err := c.cs.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app=crash"})
+	if err != nil {
+		return false, err
+	}
+	restarts := 0
+	for _, p := range pods.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			restarts = max(restarts, int(s.RestartCount))
+		}
+	}
+	job, err := c.cs.BatchV1().Jobs(work).Get(ctx, "done", metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	p, err := c.cs.CoreV1().Pods(work).Get(ctx, "doomed", metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	ok := restarts >= 2 && job.Status.Succeeded == 1 && p.Status.Phase == corev1.PodRunning
+	return ok, fmt.Errorf("%d restarts, job succeeded %d, doomed %s", restarts, job.Status.Succeeded, p.Status.Phase)
+}
+
+// waitSameEvents waits until pleg's Started and Died events of the
+// workload's pods are the kubelet's, event for event, and fails with the
+// difference if they do not become so.
+func (c *cluster) waitSameEvents(t *testing.T, ctx context.Context, f *follower, what string) {
+	t.Helper()
+	pods, err := c.cs.CoreV1().Pods(work).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		c.uids[string(p.UID)] = p.Namespace + "/" + p.Name
+	}
+	uids := c.uids
+	var onlyKubelet, onlyPleg, twice []key
+	var kubeletN, plegN int
+	err = waitFor(ctx, "pleg's events of "+what+" to be the kubelet's", func() (bool, error) {
+		log, err := c.kubelet.Log()
+		if err != nil {
+			return false, err
+		}
+		kevs, err := kubeletEvents(log)
+		if err != nil {
+			return false, err
+		}
+		var k, p []key
+		for _, ev := range kevs {
+			if name, ok := uids[ev.PodUID]; ok {
+				if ev.Pod != "" && ev.Pod != name {
+					t.Errorf("the kubelet names pod %s %q, the API %q", ev.PodUID, ev.Pod, name)
+				}
+				k = append(k, ev.key)
+			}
+		}
+		for _, ev := range f.snapshot() {
+			if _, ok := uids[ev.PodUID]; ok && (ev.Type == "ContainerStarted" || ev.Type == "ContainerDied") {
+				p = append(p, key{PodUID: ev.PodUID, Type: ev.Type, ID: ev.ContainerID})
+			}
+		}
+		kubeletN, plegN = len(k), len(p)
+		onlyKubelet, onlyPleg, twice = compare(k, p)
+		return len(onlyKubelet) == 0 && len(onlyPleg) == 0 && len(twice) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nonly the kubelet: %v\nonly pleg: %v\ntwice: %v", err, onlyKubelet, onlyPleg, twice)
+	}
+	t.Logf("%s: pleg's %d Started and Died events are the kubelet's %d", what, plegN, kubeletN)
+}
+
+func testPod(name string, restart corev1.RestartPolicy, args ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec:       podSpec(restart, args...),
+	}
+}
+
+func podSpec(restart corev1.RestartPolicy, args ...string) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                 restart,
+		TerminationGracePeriodSeconds: ptr.To[int64](5),
+		AutomountServiceAccountToken:  ptr.To(false),
+		Containers: []corev1.Container{{
+			Name: "main", Image: runtimetest.TestImage, ImagePullPolicy: corev1.PullNever, Args: args,
+		}},
+	}
+}
+
+func crashDeployment() *appsv1.Deployment {
+	l := map[string]string{"app": "crash"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "crash"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: l},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: l},
+				Spec:       podSpec(corev1.RestartPolicyAlways, "crashloop", "3", "1s"),
+			},
+		},
+	}
+}
+
+func completingJob() *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "done"},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Template:     corev1.PodTemplateSpec{Spec: podSpec(corev1.RestartPolicyNever, "exit", "0", "1s")},
+		},
+	}
+}
+
+// conditionBesideTheKubelet checks pleg's condition, written with the
+// token the kubelet projected into its pod, through several of the
+// kubelet's own status writes, and that the token reaches no other node.
+func (c *cluster) conditionBesideTheKubelet(t *testing.T, ctx context.Context) {
+	var heartbeats []time.Time
+	if err := waitFor(ctx, "three status writes of the kubelet with PLEGDegraded beside them", func() (bool, error) {
+		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pc, ready := condition(n, "PLEGDegraded"), condition(n, corev1.NodeReady)
+		if pc == nil || ready == nil {
+			return false, fmt.Errorf("conditions %v", conditionsOf(n))
+		}
+		if pc.Status != corev1.ConditionFalse || pc.Reason != "PLEGIsHealthy" {
+			return false, fmt.Errorf("PLEGDegraded %s %s: %s", pc.Status, pc.Reason, pc.Message)
+		}
+		if hb := ready.LastHeartbeatTime.Time; len(heartbeats) == 0 || hb.After(heartbeats[len(heartbeats)-1]) {
+			heartbeats = append(heartbeats, hb)
+		}
+		return len(heartbeats) >= 3, fmt.Errorf("%d kubelet heartbeats so far", len(heartbeats))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.tokenHeldToItsNode(t, ctx)
+}
+
+// rollingUpdate rolls the DaemonSet with helm upgrade while a container
+// keeps restarting, and checks that a client following the API socket
+// across the rollout gets no Gap and every event once.
+func (c *cluster) rollingUpdate(t *testing.T, ctx context.Context, img image, in install, f *follower) {
+	old, err := c.plegPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the churn run across the rollout: the crash loop's backoff grows
+	// to minutes, so a pod that restarts every few seconds joins it.
+	churn, err := c.cs.CoreV1().Pods(work).Create(ctx, testPod("churn", corev1.RestartPolicyNever, "exit", "0", "1s"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The operator's own tuning, which rolls every pod: runtime calls cut
+	// at 10 s instead of 2 min, so that the next step's frozen runtime is
+	// reported while the kubelet's own PLEG is still within its 3 min.
+	c.helmInstall(t, ctx, "upgrade", img, in, "--set", "extraArgs={--timeout=10s}")
+	cur, err := c.plegPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.UID == old.UID {
+		t.Fatalf("helm upgrade left pod %s in place", old.Name)
+	}
+	if err := waitFor(ctx, "the churn pod to complete", func() (bool, error) {
+		p, err := c.cs.CoreV1().Pods(work).Get(ctx, "churn", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodSucceeded, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.uids[string(churn.UID)] = work + "/churn"
+	// The follower began before the workload: all the kubelet reported
+	// of it, before, during and after the rollout, it must hold.
+	c.waitSameEvents(t, ctx, f, "the workload across the rollout")
+	evs := f.snapshot()
+	var last uint64
+	for _, ev := range evs {
+		if ev.Type == api.TypeGap {
+			t.Errorf("a Gap across the rollout: %+v", ev)
+		}
+		if ev.Seq <= last {
+			t.Errorf("sequence number %d after %d", ev.Seq, last)
+		}
+		last = ev.Seq
+	}
+	t.Logf("rollout from %s to %s: %d events followed, no Gap", old.Name, cur.Name, len(evs))
+}
+
+// runtimeFrozen freezes containerd and checks that pleg's condition turns
+// on with an event and clears when containerd runs again, before the
+// kubelet's own PLEG would be unhealthy.
+func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
+	pid := c.runtime.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer thaw()
+	var reason string
+	if err := waitFor(ctx, "PLEGDegraded True", func() (bool, error) {
+		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pc := condition(n, "PLEGDegraded")
+		if pc == nil {
+			return false, nil
+		}
+		reason = pc.Reason
+		return pc.Status == corev1.ConditionTrue, fmt.Errorf("%s %s: %s", pc.Status, pc.Reason, pc.Message)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PLEGDegraded True (%s) %v after containerd froze", reason, time.Since(frozen).Round(time.Second))
+	if err := waitFor(ctx, "an event on the node naming the cause", func() (bool, error) {
+		evs, err := c.cs.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Node" && e.Regarding.Name == nodeName && e.Reason == reason {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d events, none with reason %s on node %s", len(evs.Items), reason, nodeName)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	thaw()
+	if err := waitFor(ctx, "PLEGDegraded False again", func() (bool, error) {
+		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pc := condition(n, "PLEGDegraded")
+		return pc != nil && pc.Status == corev1.ConditionFalse, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PLEGDegraded False again %v after the runtime was frozen", time.Since(frozen).Round(time.Second))
+}
+
+// runbook runs the runbook's commands for a paged node.
+func (c *cluster) runbook(t *testing.T, ctx context.Context) {
+	pod := strings.TrimSpace(c.run(t, ctx, "kubectl", "-n", namespace, "get", "pods",
+		"-l", "app.kubernetes.io/name=pleg", "--field-selector", "spec.nodeName="+nodeName, "-o", "name"))
+	if !strings.HasPrefix(pod, "pod/") {
+		t.Fatalf("the paged node's pleg pod: %q", pod)
+	}
+	out := c.run(t, ctx, "kubectl", "-n", namespace, "exec", pod, "--", "/pleg", "doctor",
+		"-r", c.runtime.Endpoint)
+	if !strings.Contains(out, "containerd") {
+		t.Errorf("pleg doctor in the pod does not name the runtime:\n%s", out)
+	}
+	t.Logf("pleg doctor in %s:\n%s", pod, out)
+}
+
+// uninstall removes the release and checks what it leaves: the condition
+// Unknown, as pleg says when it stops, and none of the chart's objects.
+func (c *cluster) uninstall(t *testing.T, ctx context.Context) {
+	c.run(t, ctx, "helm", "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "5m")
+	if err := waitFor(ctx, "PLEGDegraded Unknown", func() (bool, error) {
+		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pc := condition(n, "PLEGDegraded")
+		return pc != nil && pc.Status == corev1.ConditionUnknown && pc.Reason == "PLEGStopped", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	left := strings.TrimSpace(c.run(t, ctx, "kubectl", "get",
+		"daemonsets,pods,serviceaccounts,clusterroles,clusterrolebindings,networkpolicies,"+
+			"validatingadmissionpolicies,validatingadmissionpolicybindings,configmaps,secrets",
+		"-A", "-l", "app.kubernetes.io/instance="+release, "-o", "name"))
+	if left != "" {
+		t.Errorf("after helm uninstall, objects of the release remain:\n%s", left)
+	}
+}
