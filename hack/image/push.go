@@ -35,7 +35,6 @@ type pushOptions struct {
 	Dir      string // what `image build` wrote
 	Ref      string // where to; empty: Dir/ref
 	Keychain authn.Keychain
-	Insecure bool // plain HTTP, for a registry on loopback
 }
 
 func parsePushFlags(args []string) (pushOptions, error) {
@@ -64,11 +63,7 @@ func push(ctx context.Context, o pushOptions, logf func(string, ...any)) error {
 		}
 		o.Ref = strings.TrimSpace(string(b))
 	}
-	var nameOpts []name.Option
-	if o.Insecure {
-		nameOpts = append(nameOpts, name.Insecure)
-	}
-	ref, err := name.NewTag(o.Ref, nameOpts...)
+	ref, err := name.NewTag(o.Ref)
 	if err != nil {
 		return fmt.Errorf("-ref %q: %w", o.Ref, err)
 	}
