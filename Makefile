@@ -15,7 +15,7 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: build test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet
+.PHONY: build image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet
 
 # test/kube is a Go module of its own: it requires k8s.io/kubernetes and
 # etcd, to test reporting into a real kube-apiserver, and the product's
@@ -25,6 +25,10 @@ CI_FUZZTIME ?= 3000x
 # kube-apiserver.
 KUBE_TEST_MODULE = test/kube
 CHART_TEST_MODULE = test/chart
+# hack/image, the program that builds and pushes the image, with
+# go-containerregistry and the SPDX library: a module of its own too, so
+# that neither the product's go.mod nor tools/go.mod takes them.
+IMAGE_MODULE = hack/image
 
 # The end-to-end tests build and start their runtimes (internal/runtimetest):
 # the first run builds containerd and CRI-O into $(PLEG_CACHE_DIR), or
@@ -39,12 +43,15 @@ TEST_TIMEOUT ?= 40m
 ## test/kube runs beside the root module's tests: the end-to-end tests
 ## mostly wait on their runtimes, and its first run builds etcd and
 ## kube-apiserver (about 20 CPU-minutes), which fills that wait; then
-## test/chart. Their output follows the root module's.
+## test/chart, then hack/image (the image built twice, for both
+## platforms). Their output follows the root module's.
 test: check
 	@kubelog=$$(mktemp); \
 	( (cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); k=$$?; \
 	  echo "cd $(CHART_TEST_MODULE) && $(GO) test -race -count=1 ./..."; \
-	  (cd $(CHART_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) && exit $$k ) >$$kubelog 2>&1 & kube=$$!; \
+	  (cd $(CHART_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || k=1; \
+	  echo "cd $(IMAGE_MODULE) && $(GO) test -race -count=1 ./..."; \
+	  (cd $(IMAGE_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) && exit $$k ) >$$kubelog 2>&1 & kube=$$!; \
 	trap 'kill $$kube 2>/dev/null; rm -f $$kubelog' EXIT INT TERM HUP; \
 	echo "$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...   (and $(KUBE_TEST_MODULE) beside it)"; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...; root=$$?; \
@@ -68,27 +75,54 @@ VERSION_PKG = github.com/plegkit/pleg/internal/version
 build:
 	$(GO) build -ldflags "-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)" -o pleg ./cmd/pleg
 
+## image: pleg's image, built without a container engine by hack/image
+## (go-containerregistry): ./cmd/pleg cross-compiled static for each of
+## IMAGE_PLATFORMS (linux/amd64,linux/arm64), stamped as make build stamps
+## it, in one layer; an OCI index over them, the same digest for every
+## build of a commit (every timestamp SOURCE_DATE_EPOCH, or else the
+## commit's time). Into IMAGE_DIR (_output/image): oci/ (an OCI image
+## layout), pleg.tar (the same as an OCI archive: `ctr -n k8s.io images
+## import pleg.tar` names it IMAGE_REPO:IMAGE_TAG), sbom.spdx.json (SPDX
+## 2.3), digest (the index's, sha256:...) and ref (IMAGE_REPO:IMAGE_TAG).
+## IMAGE_TAG defaults to VERSION (git describe), not the chart's
+## appVersion: a build between tags must not pass for a release.
+IMAGE_REPO ?= ghcr.io/plegkit/pleg
+IMAGE_TAG ?= $(VERSION)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_DIR ?= _output/image
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+image:
+	cd $(IMAGE_MODULE) && $(GO) run . build -go '$(GO)' -src '$(CURDIR)' -out '$(abspath $(IMAGE_DIR))' \
+	  -repo '$(IMAGE_REPO)' -tag '$(IMAGE_TAG)' -platforms '$(IMAGE_PLATFORMS)' \
+	  -version '$(VERSION)' -revision '$(REVISION)' -created '$(SOURCE_DATE_EPOCH)'
+
 ## check: gofmt, the license header of every Go file, go vet, then
-## golangci-lint with .golangci.yml over the three modules and tools/
+## golangci-lint with .golangci.yml over the four modules and tools/, and
+## actionlint over .github/workflows
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@hack/check-license.sh
 	$(GO) vet ./...
 	cd $(KUBE_TEST_MODULE) && $(GO) vet ./...
 	cd $(CHART_TEST_MODULE) && $(GO) vet ./...
+	cd $(IMAGE_MODULE) && $(GO) vet ./...
 	@$(MAKE) --no-print-directory lint
 
 # golangci-lint is built from tools/go.mod (its version pinned there, its
 # dependencies out of the product's go.mod) into Go's build cache, once.
 GOLANGCI_LINT = $(GO) tool -modfile=$(CURDIR)/tools/go.mod golangci-lint
-LINT_MODULES = . $(KUBE_TEST_MODULE) $(CHART_TEST_MODULE) tools
+LINT_MODULES = . $(KUBE_TEST_MODULE) $(CHART_TEST_MODULE) $(IMAGE_MODULE) tools
+# actionlint checks the release workflow, which never runs here: its
+# version is pinned by hack/image/go.mod's tool directive.
+ACTIONLINT = $(GO) tool -modfile=$(CURDIR)/$(IMAGE_MODULE)/go.mod actionlint
 
-## lint: golangci-lint over every module
+## lint: golangci-lint over every module, actionlint over the workflows
 lint:
 	@for m in $(LINT_MODULES); do \
 	  echo "golangci-lint run ($$m)"; \
 	  (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
 	done
+	@echo "actionlint (.github/workflows)"; $(ACTIONLINT) -no-color .github/workflows/*.yml
 
 ## generate: what is generated from the chart and the dashboard's code:
 ## deploy/'s manifests and dashboard, the chart's copies of the rules and

@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package deploy holds the deployment files: a DaemonSet and its
-// NetworkPolicy, a systemd unit, a Dockerfile and Prometheus rules. Its
-// test checks that they parse and say what the daemon needs.
+// NetworkPolicy, a systemd unit and Prometheus rules (make image builds
+// the image, with hack/image). Its test checks that they parse and say
+// what the daemon needs.
 package deploy
 
 import (
