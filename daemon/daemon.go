@@ -179,19 +179,12 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	cache := d.Cache
 	d.API = api.NewServer(api.Options{
 		Checks: []pleg.HealthCheck{gen.HealthCheck()},
-		Ready: func() (bool, error) {
-			// The global time is set once a relist has written every
-			// pod: before, /v1/pods shows part of the node.
-			if cache.GlobalTime().IsZero() {
-				return false, errors.New("the first relist is not written to the cache yet")
-			}
-			return true, nil
-		},
+		Ready: func() (bool, error) { return firstRelistEnded(cache, gen) },
 		Mode: func() (string, string) {
 			st := gen.Status()
 			return string(st.InForce()), st.String()
 		},
-		Details:             details(cfg.Runtime, d.Journal),
+		Details:             details(cfg.Runtime, d.Journal, cache, gen),
 		Cache:               cache,
 		Journal:             d.Journal,
 		Gatherer:            d.Registry,
@@ -232,14 +225,46 @@ func (d *Daemon) listen(conns connMetrics) error {
 	return nil
 }
 
+// firstRelistEnded is the daemon's readiness: the first relist has ended,
+// written to the cache (the global time is set once a relist has written
+// every pod; before, /v1/pods shows part of the node) or failed to list.
+// A daemon whose runtime is down from the start is ready once its first
+// list has failed: it serves, and what it serves is the news that the
+// runtime is unreachable (/healthz 500, pleg_node_condition, /v1/pods
+// empty with a null globalTimestamp). Waiting for the runtime would make
+// a down runtime hold every rollout of the monitor that reports it.
+func firstRelistEnded(cache *podcache.Cache, gen *pleg.Generator) (bool, error) {
+	if !cache.GlobalTime().IsZero() {
+		return true, nil
+	}
+	if st := gen.Status(); !st.ListFailingSince.IsZero() {
+		return true, nil
+	}
+	return false, errors.New("the first relist has not ended yet: the runtime has not answered its lists, " +
+		"or the pods it listed are being inspected and written to the cache")
+}
+
+// cacheLine tells, for a health page, how complete /v1/pods is.
+func cacheLine(cache *podcache.Cache, gen *pleg.Generator) string {
+	if t := cache.GlobalTime(); !t.IsZero() {
+		return "cache: complete as of the relist of " + t.UTC().Format(time.RFC3339)
+	}
+	st := gen.Status()
+	if !st.ListFailingSince.IsZero() {
+		return fmt.Sprintf("cache: EMPTY, no relist has succeeded: the runtime's lists fail since %s: %v",
+			st.ListFailingSince.UTC().Format(time.RFC3339), st.ListError)
+	}
+	return "cache: not written yet, the first relist is under way"
+}
+
 // details are the lines /healthz?verbose and /readyz?verbose tell after
-// the checks: what the runtime can do, as far as the daemon's calls showed
-// it, when the runtime reports that (the CRI adapter does), and how the
-// journal fares.
-func details(rt runtime.Runtime, jn *journal.Journal) func() []string {
+// the checks: how complete the cache is, what the runtime can do, as far
+// as the daemon's calls showed it, when the runtime reports that (the CRI
+// adapter does), and how the journal fares.
+func details(rt runtime.Runtime, jn *journal.Journal, cache *podcache.Cache, gen *pleg.Generator) func() []string {
 	cr, _ := rt.(runtime.CapabilityReporter)
 	return func() []string {
-		var lines []string
+		lines := []string{cacheLine(cache, gen)}
 		if cr != nil {
 			for _, l := range cr.Capabilities().Lines() {
 				lines = append(lines, "runtime "+l)

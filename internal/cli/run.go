@@ -55,8 +55,9 @@ func (byteSize) Type() string { return "size" }
 const runLong = `Run watches the runtime at --runtime-endpoint and serves, on --listen:
 
   GET /healthz          200 "ok", or 500 "PLEG is not healthy: <reason>"
-  GET /readyz           200 once the first relist is written to the cache and
-                        while healthy; /livez: 200 while the daemon serves
+  GET /readyz           200 once the first relist has ended (written, or its
+                        lists failed) until pleg stops: pleg serves, whatever
+                        the runtime's health; /livez: 200 while it answers
   GET /metrics          Prometheus metrics, with the kubelet's PLEG metric names
   GET /v1/pods          the pod status cache as JSON; /v1/pods/{uid} one pod
   GET /v1/events        live events, a JSON object a line (or Server-Sent Events
