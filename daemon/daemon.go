@@ -179,7 +179,7 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	cache := d.Cache
 	d.API = api.NewServer(api.Options{
 		Checks: []pleg.HealthCheck{gen.HealthCheck()},
-		Ready: func() (bool, error) { return firstRelistEnded(cache, gen) },
+		Ready:  func() (bool, error) { return firstRelistEnded(cache, gen) },
 		Mode: func() (string, string) {
 			st := gen.Status()
 			return string(st.InForce()), st.String()
