@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +38,9 @@ import (
 const (
 	DefaultListen      = "127.0.0.1:9847"
 	DefaultEventBuffer = journal.DefaultMaxEvents
-	// DefaultStateDir is where `pleg run` keeps its journal on a node.
+	// DefaultStateDir is where the chart and the systemd unit have `pleg
+	// run` keep its journal on a node. `pleg run` takes none unless given
+	// --state-dir, so that a run by hand does not share it.
 	DefaultStateDir = "/var/lib/pleg"
 )
 
@@ -74,6 +78,10 @@ type Config struct {
 	// memory, and a restart reports every container again. See package
 	// journal.
 	StateDir string
+	// IdentifyTimeout bounds how long New waits for the runtime to say
+	// who it is (CRI Version), with a state directory: the journal sets
+	// aside a store written over another runtime. Default 10 s.
+	IdentifyTimeout time.Duration
 	// StateSync is how often the journal's writes are forced to disk
 	// (journal.Options.Sync): what a machine that goes down may lose.
 	StateSync time.Duration
@@ -130,10 +138,14 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	jn, err := journal.Open(journal.Options{
+	jopts := journal.Options{
 		Dir: cfg.StateDir, MaxEvents: cfg.EventBuffer, MaxBytes: cfg.EventBufferBytes, Sync: cfg.StateSync,
 		Logger: cfg.Logger, Registerer: reg,
-	})
+	}
+	if cfg.StateDir != "" {
+		jopts.Runtime, jopts.RuntimeUnconfirmed = identify(cfg.Runtime, cfg.IdentifyTimeout, cfg.Logger)
+	}
+	jn, err := journal.Open(jopts)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
@@ -154,6 +166,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.EventBuffer == 0 {
 		cfg.EventBuffer = DefaultEventBuffer
+	}
+	if cfg.IdentifyTimeout == 0 {
+		cfg.IdentifyTimeout = versionCallTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -272,6 +287,50 @@ func details(rt runtime.Runtime, jn *journal.Journal, cache *podcache.Cache, gen
 		}
 		return append(lines, jn.Status().String())
 	}
+}
+
+// endpointer is a runtime that tells the endpoint it talks to (the CRI
+// adapter, and --runtime-endpoint auto once it has found one).
+type endpointer interface{ Endpoint() string }
+
+// identify tells the journal which runtime it describes: the endpoint,
+// with symbolic links resolved (/var/run/crio/crio.sock is
+// /run/crio/crio.sock), and the name and version CRI Version gives,
+// asked once within timeout. A runtime that does not answer is
+// unconfirmed: the journal then sets aside a store that names a runtime
+// rather than report another runtime's containers as gone.
+func identify(rt runtime.Runtime, timeout time.Duration, log *slog.Logger) (journal.Runtime, bool) {
+	var id journal.Runtime
+	unconfirmed := false
+	if v, ok := rt.(versioner); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		resp, err := v.Version(ctx)
+		cancel()
+		if err != nil {
+			unconfirmed = true
+			log.Warn("The runtime did not say who it is at start: a journal in the state directory that names a "+
+				"runtime is set aside rather than trusted", "err", err)
+		} else {
+			id.Name, id.Version = resp.GetRuntimeName(), resp.GetRuntimeVersion()
+		}
+	}
+	if e, ok := rt.(endpointer); ok {
+		id.Endpoint = canonicalEndpoint(e.Endpoint())
+	}
+	return id, unconfirmed
+}
+
+// canonicalEndpoint resolves the symbolic links of a unix socket's path,
+// so that two names of one socket compare equal.
+func canonicalEndpoint(ep string) string {
+	path, ok := strings.CutPrefix(ep, "unix://")
+	if !ok {
+		return ep
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return "unix://" + real
+	}
+	return ep
 }
 
 // startVersionWatch keeps pleg_build_info's runtime labels current, when
