@@ -191,9 +191,13 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 		return err
 	}
 	d.Gen, d.kube = gen, kube
+	checks := []pleg.HealthCheck{gen.HealthCheck()}
+	if err := registerHealthMetrics(d.Registry, checks, gen); err != nil {
+		return err
+	}
 	cache := d.Cache
 	d.API = api.NewServer(api.Options{
-		Checks: []pleg.HealthCheck{gen.HealthCheck()},
+		Checks: checks,
 		Ready:  func() (bool, error) { return firstRelistEnded(cache, gen) },
 		Mode: func() (string, string) {
 			st := gen.Status()

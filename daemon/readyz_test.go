@@ -31,6 +31,9 @@ func TestReadyzStaysWhenTheRuntimeHangsAfterTheFirstRelist(t *testing.T) {
 			return r == 200 && h == 200
 		})
 	}
+	if v := gaugeValue(t, d, "pleg_healthy"); v != 1 {
+		t.Errorf("pleg_healthy %v while healthy, want 1", v)
+	}
 	rt.SetLatency(runtime.OpListPodSandbox, time.Hour) // every list now hangs until its deadline
 	for _, base := range []string{"http://" + d.Addr(), "http://" + d.MetricsAddr()} {
 		eventually(t, "unhealthy", func() bool {
@@ -43,6 +46,9 @@ func TestReadyzStaysWhenTheRuntimeHangsAfterTheFirstRelist(t *testing.T) {
 		if code, _ := get(t, http.DefaultClient, base+"/livez"); code != 200 {
 			t.Errorf("%s/livez with a hung runtime: %d", base, code)
 		}
+	}
+	if v := gaugeValue(t, d, "pleg_healthy"); v != 0 {
+		t.Errorf("pleg_healthy %v while /healthz fails, want 0", v)
 	}
 	_, body := get(t, http.DefaultClient, "http://"+d.Addr()+"/readyz?verbose")
 	if !strings.Contains(body, "[+]first-relist ok\n[+]server ok\n") || !strings.Contains(body, "\ncache: complete as of ") ||
@@ -91,4 +97,61 @@ func TestReadyzWithTheRuntimeDownFromTheStart(t *testing.T) {
 	if _, body := get(t, http.DefaultClient, base+"/healthz?verbose"); !strings.Contains(body, "\ncache: complete as of ") {
 		t.Errorf("/healthz?verbose once the runtime answers:\n%s", body)
 	}
+}
+
+// gaugeValue is the value of d's gauge name, which has no labels.
+func gaugeValue(t *testing.T, d *Daemon, name string) float64 {
+	t.Helper()
+	families, err := d.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
+}
+
+func TestStreamDown(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	since := now.Add(-5 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		st   pleg.Status
+		want time.Duration
+	}{
+		{"generic", pleg.Status{Mode: pleg.ModeGeneric}, 0},
+		{"auto, not tried yet", pleg.Status{Mode: pleg.ModeAuto}, 0},
+		{"auto, connected", pleg.Status{Mode: pleg.ModeAuto, StreamConnected: true, StreamSince: since}, 0},
+		{"auto, the runtime has none", pleg.Status{Mode: pleg.ModeAuto, NoStream: true, StreamSince: since}, 0},
+		{"auto, down", pleg.Status{Mode: pleg.ModeAuto, StreamSince: since}, 5 * time.Minute},
+		{"evented, down", pleg.Status{Mode: pleg.ModeEvented, StreamSince: since}, 5 * time.Minute},
+	} {
+		if got := streamDown(tc.st, now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// pleg_evented_stream_down_seconds grows while a stream the mode asks for
+// is down, and is 0 again once it is back.
+func TestStreamDownSeconds(t *testing.T) {
+	rt := onePod()
+	rt.EnableEvents(true)
+	d, _ := runDaemon(t, Config{Runtime: rt, Listen: "127.0.0.1:0",
+		Generator: pleg.Options{RelistPeriod: 20 * time.Millisecond}})
+	eventually(t, "the stream connected", func() bool { return d.Gen.Status().StreamConnected })
+	if v := gaugeValue(t, d, "pleg_evented_stream_down_seconds"); v != 0 {
+		t.Errorf("connected: %v, want 0", v)
+	}
+	rt.SetOpError(runtime.OpGetContainerEvents, status.Error(codes.Unavailable, "stream refused"))
+	rt.EndStreams(status.Error(codes.Unavailable, "runtime restarting"))
+	eventually(t, "the stream down for a while", func() bool {
+		return gaugeValue(t, d, "pleg_evented_stream_down_seconds") > 0.05
+	})
+	rt.SetOpError(runtime.OpGetContainerEvents, nil)
+	eventually(t, "the stream back", func() bool { return gaugeValue(t, d, "pleg_evented_stream_down_seconds") == 0 })
 }
