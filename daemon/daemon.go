@@ -324,17 +324,22 @@ func identify(rt runtime.Runtime, timeout time.Duration, log *slog.Logger) (jour
 	return id, unconfirmed
 }
 
-// canonicalEndpoint resolves the symbolic links of a unix socket's path,
-// so that two names of one socket compare equal.
+// canonicalEndpoint writes a unix socket's endpoint as unix:///path, its
+// symbolic links resolved, so that two names of one socket compare equal
+// (a bare path means the same as unix://path).
 func canonicalEndpoint(ep string) string {
 	path, ok := strings.CutPrefix(ep, "unix://")
-	if !ok {
+	if !ok && !strings.HasPrefix(ep, "/") {
 		return ep
 	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return "unix://" + real
+	if !ok {
+		path = ep
 	}
-	return ep
+	path = filepath.Clean(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	return "unix://" + path
 }
 
 // startVersionWatch keeps pleg_build_info's runtime labels current, when
