@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -198,7 +199,7 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	cache := d.Cache
 	d.API = api.NewServer(api.Options{
 		Checks: checks,
-		Ready:  func() (bool, error) { return firstRelistEnded(cache, gen) },
+		Ready:  readiness(cache, gen),
 		Mode: func() (string, string) {
 			st := gen.Status()
 			return string(st.InForce()), st.String()
@@ -242,6 +243,23 @@ func (d *Daemon) listen(conns connMetrics) error {
 			"addr", d.servers[0].addr)
 	}
 	return nil
+}
+
+// readiness is firstRelistEnded, held once it holds: a runtime that comes
+// up after pleg has found it down must not turn pleg unready while its
+// first successful relist writes the cache.
+func readiness(cache *podcache.Cache, gen *pleg.Generator) func() (bool, error) {
+	var ended atomic.Bool
+	return func() (bool, error) {
+		if ended.Load() {
+			return true, nil
+		}
+		ok, err := firstRelistEnded(cache, gen)
+		if ok {
+			ended.Store(true)
+		}
+		return ok, err
+	}
 }
 
 // firstRelistEnded is the daemon's readiness: the first relist has ended,

@@ -89,7 +89,17 @@ func TestReadyzWithTheRuntimeDownFromTheStart(t *testing.T) {
 		!strings.Contains(body, "connection refused") {
 		t.Errorf("/readyz?verbose with the runtime down:\n%s", body)
 	}
+	// The runtime comes up; its first good relist hangs on a pod's
+	// inspection, and pleg stays ready meanwhile.
+	rt.SetHang("c1", true)
 	rt.SetOpError(runtime.OpListPodSandbox, nil)
+	eventually(t, "the pod inspected", func() bool { return rt.ItemCalls("c1") > 0 })
+	if code, body := get(t, http.DefaultClient, base+"/readyz"); code != 200 {
+		t.Errorf("/readyz while the first good relist is written: %d %q; once ready, stay ready", code, body)
+	}
+	d.Gen.Stop() // ends the hung inspection
+	rt.SetHang("c1", false)
+	d.Gen.Start()
 	eventually(t, "healthy once the runtime answers", func() bool {
 		code, _ := get(t, http.DefaultClient, base+"/healthz")
 		return code == 200
