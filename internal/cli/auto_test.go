@@ -176,7 +176,9 @@ func TestAutoDaemonWaitsForItsRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("healthy once the runtime answers", func() bool { code, _ := status("/healthz"); return code == 200 })
-	if got := len(d.Cache.GetAll()); got != 2 {
-		t.Errorf("%d pods in the cache, want the simulator's 2", got)
-	}
+	// Healthy once its lists answer; the cache is whole once the relist
+	// has inspected every pod.
+	waitFor("the simulator's 2 pods in the cache", func() bool {
+		return !d.Cache.GlobalTime().IsZero() && len(d.Cache.GetAll()) == 2
+	})
 }
