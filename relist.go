@@ -35,7 +35,7 @@ func (g *Generator) relist(ctx context.Context) error {
 	g.metrics.RelistInFlight.Set(1)
 	g.metrics.RelistStarted.Set(float64(start.UnixNano()) / 1e9)
 	defer func() {
-		g.metrics.RelistDuration.Observe(g.clock.Since(start).Seconds())
+		g.metrics.ObserveRelist(g.clock.Since(start).Seconds())
 		g.metrics.RelistInFlight.Set(0)
 		g.health.relistDone()
 	}()

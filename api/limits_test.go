@@ -389,7 +389,7 @@ func TestMethodsAndHeaders(t *testing.T) {
 }
 
 func TestReadyzAndLivez(t *testing.T) {
-	ready := &healthy{err: fmt.Errorf("the first relist is not written yet")}
+	ready := &healthy{err: fmt.Errorf("the first relist has not ended yet")}
 	f := newFixture(t, Options{Ready: ready.check})
 	get := func(path string) string {
 		resp, body := f.get(t, path)
@@ -398,8 +398,8 @@ func TestReadyzAndLivez(t *testing.T) {
 	for _, tc := range []struct {
 		path, want string
 	}{
-		{"/readyz", "500 cache is not ready: the first relist is not written yet\n"},
-		{"/readyz?verbose", "500 [+]PLEG ok\n[-]cache failed: the first relist is not written yet\n[+]server ok\nreadyz check failed\n"},
+		{"/readyz", "500 first-relist is not ready: the first relist has not ended yet\n"},
+		{"/readyz?verbose", "500 [-]first-relist failed: the first relist has not ended yet\n[+]server ok\nreadyz check failed\n"},
 		{"/healthz", "200 ok\n"},
 		{"/livez", "200 ok\n"},
 	} {
@@ -411,14 +411,19 @@ func TestReadyzAndLivez(t *testing.T) {
 	if got := get("/readyz"); got != "200 ok\n" {
 		t.Errorf("ready: %q", got)
 	}
+	// Readiness is "pleg serves", not "the runtime is healthy": a sick
+	// runtime fails /healthz alone.
 	f.health.ok, f.health.err = false, fmt.Errorf("pleg was last seen active 3m5s ago; threshold is 3m0s")
-	if got, want := get("/readyz"), "500 PLEG is not healthy: pleg was last seen active 3m5s ago; threshold is 3m0s\n"; got != want {
-		t.Errorf("unhealthy: /readyz = %q, want %q", got, want)
+	for path, want := range map[string]string{
+		"/readyz":         "200 ok\n",
+		"/readyz?verbose": "200 [+]first-relist ok\n[+]server ok\nreadyz check passed\n",
+		"/healthz":        "500 PLEG is not healthy: pleg was last seen active 3m5s ago; threshold is 3m0s\n",
+		"/livez":          "200 ok\n",
+	} {
+		if got := get(path); got != want {
+			t.Errorf("unhealthy: %s = %q, want %q", path, got, want)
+		}
 	}
-	if got := get("/livez"); got != "200 ok\n" {
-		t.Errorf("unhealthy: /livez = %q; a runtime at fault is no reason to restart the daemon", got)
-	}
-	f.health.ok, f.health.err = true, nil
 	f.srv.Close()
 	if got, want := get("/readyz"), "500 server is not ready: shutting down\n"; got != want {
 		t.Errorf("closing: /readyz = %q, want %q", got, want)

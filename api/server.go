@@ -63,11 +63,14 @@ type EventLog interface {
 
 // Options configure a Server.
 type Options struct {
-	// Checks are the health checks of /healthz; /readyz runs them too.
+	// Checks are the health checks of /healthz. /readyz does not run
+	// them: readiness says that the server serves, not that what it
+	// watches is healthy (see readyz).
 	Checks []pleg.HealthCheck
-	// Ready, if set, tells whether what the server serves is complete:
-	// /readyz fails until it holds (for the daemon, until the first relist
-	// is written to the cache). Its error says what is missing.
+	// Ready, if set, tells whether the server has begun to serve what it
+	// is for: /readyz fails until it holds (for the daemon, until the
+	// first relist has ended, written or failed). Its error says what is
+	// awaited.
 	Ready func() (bool, error)
 	// Mode, if set, tells how the generator learns of changes: a short
 	// word for the X-Pleg-Mode header (generic, evented) and a line for
@@ -262,12 +265,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	s.answerProbes(w, r, "healthz", s.healthChecks())
 }
 
-// readyz adds to the health checks that what is served is complete and
-// that the server is not shutting down, Kubernetes' /readyz.
+// readyz tells that the server serves: Ready holds and the server is not
+// shutting down, Kubernetes' /readyz. The health checks are not part of
+// it: a monitor that answers "the runtime is unhealthy" is doing its job,
+// and a sick runtime on one node must not hold a rollout of the monitor
+// on every node, nor fail an install that waits for readiness; /healthz
+// tells the runtime's health.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	checks := s.healthChecks()
+	var checks []probe
 	if s.opts.Ready != nil {
-		checks = append(checks, probe{pleg.HealthCheck{Name: "cache", Healthy: s.opts.Ready}, "ready"})
+		checks = append(checks, probe{pleg.HealthCheck{Name: "first-relist", Healthy: s.opts.Ready}, "ready"})
 	}
 	checks = append(checks, probe{pleg.HealthCheck{Name: "server", Healthy: func() (bool, error) {
 		if s.closed() {

@@ -17,6 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +39,9 @@ import (
 const (
 	DefaultListen      = "127.0.0.1:9847"
 	DefaultEventBuffer = journal.DefaultMaxEvents
-	// DefaultStateDir is where `pleg run` keeps its journal on a node.
+	// DefaultStateDir is where the chart and the systemd unit have `pleg
+	// run` keep its journal on a node. `pleg run` takes none unless given
+	// --state-dir, so that a run by hand does not share it.
 	DefaultStateDir = "/var/lib/pleg"
 )
 
@@ -74,6 +79,10 @@ type Config struct {
 	// memory, and a restart reports every container again. See package
 	// journal.
 	StateDir string
+	// IdentifyTimeout bounds how long New waits for the runtime to say
+	// who it is (CRI Version), with a state directory: the journal sets
+	// aside a store written over another runtime. Default 10 s.
+	IdentifyTimeout time.Duration
 	// StateSync is how often the journal's writes are forced to disk
 	// (journal.Options.Sync): what a machine that goes down may lose.
 	StateSync time.Duration
@@ -130,10 +139,14 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	jn, err := journal.Open(journal.Options{
+	jopts := journal.Options{
 		Dir: cfg.StateDir, MaxEvents: cfg.EventBuffer, MaxBytes: cfg.EventBufferBytes, Sync: cfg.StateSync,
 		Logger: cfg.Logger, Registerer: reg,
-	})
+	}
+	if cfg.StateDir != "" {
+		jopts.Runtime, jopts.RuntimeUnconfirmed = identify(cfg.Runtime, cfg.IdentifyTimeout, cfg.Logger)
+	}
+	jn, err := journal.Open(jopts)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
@@ -154,6 +167,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.EventBuffer == 0 {
 		cfg.EventBuffer = DefaultEventBuffer
+	}
+	if cfg.IdentifyTimeout == 0 {
+		cfg.IdentifyTimeout = versionCallTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -176,22 +192,19 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 		return err
 	}
 	d.Gen, d.kube = gen, kube
+	checks := []pleg.HealthCheck{gen.HealthCheck()}
+	if err := registerHealthMetrics(d.Registry, checks, gen); err != nil {
+		return err
+	}
 	cache := d.Cache
 	d.API = api.NewServer(api.Options{
-		Checks: []pleg.HealthCheck{gen.HealthCheck()},
-		Ready: func() (bool, error) {
-			// The global time is set once a relist has written every
-			// pod: before, /v1/pods shows part of the node.
-			if cache.GlobalTime().IsZero() {
-				return false, errors.New("the first relist is not written to the cache yet")
-			}
-			return true, nil
-		},
+		Checks: checks,
+		Ready:  readiness(cache, gen),
 		Mode: func() (string, string) {
 			st := gen.Status()
 			return string(st.InForce()), st.String()
 		},
-		Details:             details(cfg.Runtime, d.Journal),
+		Details:             details(cfg.Runtime, d.Journal, cache, gen),
 		Cache:               cache,
 		Journal:             d.Journal,
 		Gatherer:            d.Registry,
@@ -232,14 +245,63 @@ func (d *Daemon) listen(conns connMetrics) error {
 	return nil
 }
 
+// readiness is firstRelistEnded, held once it holds: a runtime that comes
+// up after pleg has found it down must not turn pleg unready while its
+// first successful relist writes the cache.
+func readiness(cache *podcache.Cache, gen *pleg.Generator) func() (bool, error) {
+	var ended atomic.Bool
+	return func() (bool, error) {
+		if ended.Load() {
+			return true, nil
+		}
+		ok, err := firstRelistEnded(cache, gen)
+		if ok {
+			ended.Store(true)
+		}
+		return ok, err
+	}
+}
+
+// firstRelistEnded is the daemon's readiness: the first relist has ended,
+// written to the cache (the global time is set once a relist has written
+// every pod; before, /v1/pods shows part of the node) or failed to list.
+// A daemon whose runtime is down from the start is ready once its first
+// list has failed: it serves, and what it serves is the news that the
+// runtime is unreachable (/healthz 500, pleg_node_condition, /v1/pods
+// empty with a null globalTimestamp). Waiting for the runtime would make
+// a down runtime hold every rollout of the monitor that reports it.
+func firstRelistEnded(cache *podcache.Cache, gen *pleg.Generator) (bool, error) {
+	if !cache.GlobalTime().IsZero() {
+		return true, nil
+	}
+	if st := gen.Status(); !st.ListFailingSince.IsZero() {
+		return true, nil
+	}
+	return false, errors.New("the first relist has not ended yet: the runtime has not answered its lists, " +
+		"or the pods it listed are being inspected and written to the cache")
+}
+
+// cacheLine tells, for a health page, how complete /v1/pods is.
+func cacheLine(cache *podcache.Cache, gen *pleg.Generator) string {
+	if t := cache.GlobalTime(); !t.IsZero() {
+		return "cache: complete as of the relist of " + t.UTC().Format(time.RFC3339)
+	}
+	st := gen.Status()
+	if !st.ListFailingSince.IsZero() {
+		return fmt.Sprintf("cache: EMPTY, no relist has succeeded: the runtime's lists fail since %s: %v",
+			st.ListFailingSince.UTC().Format(time.RFC3339), st.ListError)
+	}
+	return "cache: not written yet, the first relist is under way"
+}
+
 // details are the lines /healthz?verbose and /readyz?verbose tell after
-// the checks: what the runtime can do, as far as the daemon's calls showed
-// it, when the runtime reports that (the CRI adapter does), and how the
-// journal fares.
-func details(rt runtime.Runtime, jn *journal.Journal) func() []string {
+// the checks: how complete the cache is, what the runtime can do, as far
+// as the daemon's calls showed it, when the runtime reports that (the CRI
+// adapter does), and how the journal fares.
+func details(rt runtime.Runtime, jn *journal.Journal, cache *podcache.Cache, gen *pleg.Generator) func() []string {
 	cr, _ := rt.(runtime.CapabilityReporter)
 	return func() []string {
-		var lines []string
+		lines := []string{cacheLine(cache, gen)}
 		if cr != nil {
 			for _, l := range cr.Capabilities().Lines() {
 				lines = append(lines, "runtime "+l)
@@ -247,6 +309,55 @@ func details(rt runtime.Runtime, jn *journal.Journal) func() []string {
 		}
 		return append(lines, jn.Status().String())
 	}
+}
+
+// endpointer is a runtime that tells the endpoint it talks to (the CRI
+// adapter, and --runtime-endpoint auto once it has found one).
+type endpointer interface{ Endpoint() string }
+
+// identify tells the journal which runtime it describes: the endpoint,
+// with symbolic links resolved (/var/run/crio/crio.sock is
+// /run/crio/crio.sock), and the name and version CRI Version gives,
+// asked once within timeout. A runtime that does not answer is
+// unconfirmed: the journal then sets aside a store that names a runtime
+// rather than report another runtime's containers as gone.
+func identify(rt runtime.Runtime, timeout time.Duration, log *slog.Logger) (journal.Runtime, bool) {
+	var id journal.Runtime
+	unconfirmed := false
+	if v, ok := rt.(versioner); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		resp, err := v.Version(ctx)
+		cancel()
+		if err != nil {
+			unconfirmed = true
+			log.Warn("The runtime did not say who it is at start: a journal in the state directory that names a "+
+				"runtime is set aside rather than trusted", "err", err)
+		} else {
+			id.Name, id.Version = resp.GetRuntimeName(), resp.GetRuntimeVersion()
+		}
+	}
+	if e, ok := rt.(endpointer); ok {
+		id.Endpoint = canonicalEndpoint(e.Endpoint())
+	}
+	return id, unconfirmed
+}
+
+// canonicalEndpoint writes a unix socket's endpoint as unix:///path, its
+// symbolic links resolved, so that two names of one socket compare equal
+// (a bare path means the same as unix://path).
+func canonicalEndpoint(ep string) string {
+	path, ok := strings.CutPrefix(ep, "unix://")
+	if !ok && !strings.HasPrefix(ep, "/") {
+		return ep
+	}
+	if !ok {
+		path = ep
+	}
+	path = filepath.Clean(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	return "unix://" + path
 }
 
 // startVersionWatch keeps pleg_build_info's runtime labels current, when

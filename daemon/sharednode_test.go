@@ -77,7 +77,8 @@ func TestReadyzWaitsForTheFirstRelistToBeWritten(t *testing.T) {
 		return code == 200 && rt.ItemCalls("c1") > 0
 	})
 	code, body := get(t, http.DefaultClient, base+"/readyz")
-	if want := "cache is not ready: the first relist is not written to the cache yet\n"; code != 500 || body != want {
+	if want := "first-relist is not ready: the first relist has not ended yet: the runtime has not answered its lists, " +
+		"or the pods it listed are being inspected and written to the cache\n"; code != 500 || body != want {
 		t.Errorf("/readyz while the first relist is written: %d %q, want 500 %q", code, body, want)
 	}
 	if _, body := get(t, http.DefaultClient, base+"/v1/pods"); !strings.Contains(body, `"globalTimestamp": null`) {

@@ -22,6 +22,11 @@ import (
 // its body. Integers in bodies are varints; strings are a length and bytes;
 // times are nanoseconds since the epoch, 0 for none.
 //
+// A checkpoint ends, from format version 2, with the runtime the store
+// describes: its endpoint, name and version (three strings, empty where
+// unknown). A version-1 checkpoint ends after its pods; its store names no
+// runtime.
+//
 // A reader trusts a record only whole and matching its checksum: a record
 // cut short at the end of the newest segment is a write the process did
 // not finish (it was killed) and is dropped; anything else that does not
@@ -29,9 +34,10 @@ import (
 
 const (
 	magic = "PLEGJRNL"
-	// formatVersion is the version this code writes and reads; a segment
-	// of a higher version was written by a newer pleg.
-	formatVersion = 1
+	// formatVersion is the version this code writes; it reads it and
+	// every older one. A segment of a higher version was written by a
+	// newer pleg. 2 added the runtime to checkpoints.
+	formatVersion = 2
 	headerSize    = 16
 	frameSize     = 8
 	// maxRecord bounds a record's payload: a checkpoint of 10,000 pods is
@@ -215,6 +221,9 @@ type checkpoint struct {
 	// created is when the store was created.
 	created time.Time
 	pods    []pleg.PodReport
+	// runtime is the runtime the store describes; zero in a version-1
+	// checkpoint.
+	runtime Runtime
 }
 
 func appendCheckpoint(buf []byte, c *checkpoint) []byte {
@@ -223,7 +232,10 @@ func appendCheckpoint(buf []byte, c *checkpoint) []byte {
 		b = binary.AppendUvarint(b, c.next)
 		b = binary.AppendUvarint(b, c.reserved)
 		b = appendTime(b, c.created)
-		return appendPods(b, c.pods)
+		b = appendPods(b, c.pods)
+		b = appendString(b, c.runtime.Endpoint)
+		b = appendString(b, c.runtime.Name)
+		return appendString(b, c.runtime.Version)
 	})
 }
 
@@ -440,6 +452,10 @@ func decodeRecord(payload []byte, strs map[string]string) (record, error) {
 	case recCheckpoint:
 		r.checkpoint = checkpoint{origin: d.uvarint(), next: d.uvarint(), reserved: d.uvarint(), created: d.time()}
 		r.checkpoint.pods = d.pods()
+		if d.err == nil && len(d.b) > 0 {
+			// Format version 2: the runtime follows the pods.
+			r.checkpoint.runtime = Runtime{Endpoint: d.string(), Name: d.string(), Version: d.string()}
+		}
 	case recClose:
 	default:
 		return r, fmt.Errorf("unknown record type %d", r.typ)

@@ -136,8 +136,15 @@ func setAside(dir, stamp, reason string) (string, error) {
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return "", err
 	}
+	// Two stores set aside within a second (a store of another runtime,
+	// then a new one of this runtime that is damaged) each keep a name.
 	to := filepath.Join(base, stamp+"-"+reason)
-	if err := os.Mkdir(to, 0o700); err != nil {
+	err := os.Mkdir(to, 0o700)
+	for n := 2; errors.Is(err, os.ErrExist) && n < 100; n++ {
+		to = filepath.Join(base, fmt.Sprintf("%s-%s-%d", stamp, reason, n))
+		err = os.Mkdir(to, 0o700)
+	}
+	if err != nil {
 		return "", err
 	}
 	names, err := listSegments(dir)

@@ -76,10 +76,20 @@ type Options struct {
 	// BootID names the machine's boot, to tell a killed process (whose
 	// writes the kernel kept) from a machine that went down; default
 	// /proc/sys/kernel/random/boot_id.
-	BootID     string
-	Clock      clock.WithTicker
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	BootID string
+	// Runtime is the runtime the generator watches, as far as it is known
+	// at start. A store that describes another one is set aside, unread
+	// (OutcomeOtherRuntime); what is known of it is kept in the store for
+	// the next run to compare. Zero compares nothing.
+	Runtime Runtime
+	// RuntimeUnconfirmed tells that the runtime was asked who it is and
+	// did not say (Runtime.Name is then empty): a store that names a
+	// runtime is set aside (OutcomeUnconfirmedRuntime) rather than taken
+	// on trust.
+	RuntimeUnconfirmed bool
+	Clock              clock.WithTicker
+	Logger             *slog.Logger
+	Registerer         prometheus.Registerer
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -139,6 +149,8 @@ type Journal struct {
 	restored []pleg.PodReport
 	// created is when the store was created, zero in memory.
 	created time.Time
+	// runtime is what the store says of the runtime it describes.
+	runtime Runtime
 	grew    chan struct{}
 	// w writes to the directory; nil in memory.
 	w *writer
@@ -177,6 +189,7 @@ func Open(opts Options) (*Journal, error) {
 		metrics: m,
 		pods:    make(map[string]pleg.PodReport),
 		grew:    make(chan struct{}),
+		runtime: opts.Runtime,
 	}
 	if opts.Dir == "" {
 		j.startFresh(j.nowSeq())

@@ -56,7 +56,7 @@ func (e *env) open() *Journal {
 
 func (e *env) outcome(j *Journal) string {
 	e.t.Helper()
-	for _, o := range []string{OutcomeNew, OutcomeClean, OutcomeKilled, OutcomeCrashed, OutcomeTruncated, OutcomeCorrupt, OutcomeNewer, OutcomeUnusable} {
+	for _, o := range []string{OutcomeNew, OutcomeClean, OutcomeKilled, OutcomeCrashed, OutcomeTruncated, OutcomeCorrupt, OutcomeNewer, OutcomeUnusable, OutcomeOtherRuntime, OutcomeUnconfirmedRuntime} {
 		if testutil.ToFloat64(j.metrics.recoveries.WithLabelValues(o)) == 1 {
 			if j.Status().Recovery != o {
 				e.t.Errorf("status says %q, metric %q", j.Status().Recovery, o)

@@ -37,7 +37,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pleg_journal_recoveries_total",
 			Help: "What the journal found in its state directory at start: new, clean, killed, crashed (readers told of a " +
-				"gap), truncated (gap), corrupt or newer_version (store set aside, gap), unusable (in memory).",
+				"gap), truncated (gap), corrupt or newer_version (store set aside, gap), other_runtime or unconfirmed_runtime " +
+				"(a store of another runtime, or of one the runtime watched could not be confirmed to be, set aside " +
+				"unreported, gap), unusable (in memory).",
 		}, []string{"outcome"}),
 		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pleg_journal_commit_duration_seconds",
@@ -47,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, o := range []string{
 		OutcomeNew, OutcomeClean, OutcomeKilled, OutcomeCrashed,
-		OutcomeTruncated, OutcomeCorrupt, OutcomeNewer, OutcomeUnusable,
+		OutcomeTruncated, OutcomeCorrupt, OutcomeNewer, OutcomeUnusable, OutcomeOtherRuntime, OutcomeUnconfirmedRuntime,
 	} {
 		m.recoveries.WithLabelValues(o)
 	}

@@ -5,6 +5,7 @@ package journal
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -35,7 +36,12 @@ func (j *Journal) open() {
 	var dmg *damage
 	switch {
 	case errors.As(err, &dmg) && lockErr == nil:
-		j.setAside(lock, dmg)
+		reason := OutcomeCorrupt
+		if errors.Is(dmg, errNewer) {
+			reason = OutcomeNewer
+		}
+		j.setAside(lock, reason, dmg, "The journal's store could not be trusted; it was moved aside and a new one "+
+			"starts. Clients resuming from an earlier number get a gap, and every running container is reported again")
 		return
 	case err != nil:
 		if lock != nil {
@@ -43,6 +49,20 @@ func (j *Journal) open() {
 		}
 		j.inMemory(nil, nil, err)
 		return
+	}
+	if reason, why := j.otherRuntime(rs); why != nil {
+		if lockErr != nil {
+			// Nothing of it is taken, and nothing can be moved.
+			j.inMemory(nil, nil, errors.Join(lockErr, why))
+			return
+		}
+		j.setAside(lock, reason, why, "The journal's store describes another runtime than the one watched, or one "+
+			"it cannot be confirmed to be: it was moved aside, unread, and a new one starts. None of its containers "+
+			"is reported; clients resuming from an earlier number get a gap, and every running container is "+
+			"reported again")
+		return
+	}
+	switch {
 	case lockErr != nil:
 		j.inMemory(rs, gap, lockErr)
 		return
@@ -97,6 +117,24 @@ func (j *Journal) decide(rs *recovered) (outcome string, gap *Entry, err error) 
 	}
 }
 
+// otherRuntime tells whether the store describes another runtime than the
+// one watched, or one that cannot be confirmed to be it, with the outcome
+// to count and what to log. A store that names no runtime (written before
+// format version 2, or by an embedder that gave none) is taken as it was.
+func (j *Journal) otherRuntime(rs *recovered) (string, error) {
+	stored, watched := rs.runtime, j.opts.Runtime
+	switch {
+	case len(rs.segments) == 0 || stored.IsZero():
+		return "", nil
+	case !stored.Same(watched):
+		return OutcomeOtherRuntime, fmt.Errorf("the store describes %v; pleg watches %v", stored, watched)
+	case j.opts.RuntimeUnconfirmed && stored.Name != "" && watched.Name == "":
+		return OutcomeUnconfirmedRuntime, fmt.Errorf(
+			"the store describes %v; the runtime watched did not say who it is at start", stored)
+	}
+	return "", nil
+}
+
 // dropTornTail cuts the newest segment after its last whole record, or
 // removes it if not even its header was written.
 func (rs *recovered) dropTornTail(dir string) error {
@@ -137,6 +175,14 @@ func (j *Journal) adopt(rs *recovered) {
 		j.ring = newRing(j.opts.MaxEvents, j.opts.MaxBytes, rs.floor)
 	}
 	j.pods = rs.pods
+	// What is known now of the runtime, and what the store knew besides.
+	j.runtime = j.opts.Runtime
+	if j.runtime.Endpoint == "" {
+		j.runtime.Endpoint = rs.runtime.Endpoint
+	}
+	if j.runtime.Name == "" {
+		j.runtime.Name, j.runtime.Version = rs.runtime.Name, rs.runtime.Version
+	}
 	j.restored = make([]pleg.PodReport, 0, len(rs.pods))
 	for _, p := range rs.pods {
 		j.restored = append(j.restored, p)
@@ -163,14 +209,11 @@ func (j *Journal) recovered(outcome string, rs *recovered, gap *Entry) {
 	}
 }
 
-// setAside moves a store that cannot be trusted out of the way and starts
-// a new one. Its numbers start past the old head's, if that can be read,
+// setAside moves a store that cannot be trusted, or that describes
+// another runtime, out of the way and starts a new one, logging msg with
+// the cause. Its numbers start past the old head's, if that can be read,
 // and past the clock's; readers resuming from the old store get a gap.
-func (j *Journal) setAside(lock *os.File, dmg *damage) {
-	reason := OutcomeCorrupt
-	if errors.Is(dmg, errNewer) {
-		reason = OutcomeNewer
-	}
+func (j *Journal) setAside(lock *os.File, reason string, cause error, msg string) {
 	// The new store starts with a gap: its first relist reports every
 	// container again, as new, and a reader must know.
 	from := j.nowSeq()
@@ -182,7 +225,7 @@ func (j *Journal) setAside(lock *os.File, dmg *damage) {
 	to, err := setAside(j.opts.Dir, j.stamp(), reason)
 	if err != nil {
 		_ = lock.Close()
-		j.inMemory(nil, nil, errors.Join(dmg, err))
+		j.inMemory(nil, nil, errors.Join(cause, err))
 		return
 	}
 	j.startFresh(from)
@@ -192,9 +235,7 @@ func (j *Journal) setAside(lock *os.File, dmg *damage) {
 	}
 	j.recovery = reason
 	j.metrics.recoveries.WithLabelValues(reason).Inc()
-	j.log.Error("The journal's store could not be trusted; it was moved aside and a new one starts. "+
-		"Clients resuming from an earlier number get a gap, and every running container is reported again",
-		"dir", j.opts.Dir, "reason", reason, "err", dmg, "movedTo", to, "next", j.next)
+	j.log.Error(msg, "dir", j.opts.Dir, "reason", reason, "err", cause, "movedTo", to, "next", j.next)
 }
 
 // inMemory leaves the journal in memory, going on from rs, past the gap

@@ -38,7 +38,55 @@ const (
 	// OutcomeUnusable: the directory cannot be read or locked; the journal
 	// runs in memory.
 	OutcomeUnusable = "unusable"
+	// OutcomeOtherRuntime: the store describes another runtime (another
+	// name or endpoint: a hand-run pleg over a simulator, a node moved
+	// from containerd to CRI-O); it was set aside, unread, and a new one
+	// starts, with a gap. Its containers were never this runtime's: not
+	// one of them is reported.
+	OutcomeOtherRuntime = "other_runtime"
+	// OutcomeUnconfirmedRuntime: the store names a runtime, and the one
+	// watched did not say who it is at start (it did not answer): the
+	// store was set aside as with OutcomeOtherRuntime, since reporting
+	// another runtime's containers as gone is worse than reporting this
+	// one's again.
+	OutcomeUnconfirmedRuntime = "unconfirmed_runtime"
 )
+
+// Runtime identifies the runtime a store describes: the endpoint pleg
+// reaches it at and what CRI Version says of it. Two are the same runtime
+// when neither their endpoints nor their names differ, where both are
+// known: the version is not compared, as an upgrade of containerd on the
+// node keeps its containers.
+type Runtime struct {
+	Endpoint string
+	Name     string
+	Version  string
+}
+
+// IsZero tells that nothing is known of the runtime.
+func (r Runtime) IsZero() bool { return r.Endpoint == "" && r.Name == "" }
+
+// Same tells whether r and o may be the same runtime: nothing known of
+// either tells they differ.
+func (r Runtime) Same(o Runtime) bool {
+	differ := func(a, b string) bool { return a != "" && b != "" && a != b }
+	return !differ(r.Endpoint, o.Endpoint) && !differ(r.Name, o.Name)
+}
+
+// String names the runtime for a log line.
+func (r Runtime) String() string {
+	name := r.Name
+	if name == "" {
+		name = "a runtime of unknown name"
+	}
+	if r.Version != "" {
+		name += " " + r.Version
+	}
+	if r.Endpoint != "" {
+		name += " at " + r.Endpoint
+	}
+	return name
+}
 
 // recovered is what the segments of a store say.
 type recovered struct {
@@ -51,8 +99,10 @@ type recovered struct {
 	next     uint64 // the number after the last event or gap
 	reserved uint64
 	boot     string // of the last run
-	clean    bool
-	pods     map[string]pleg.PodReport
+	// runtime is what the newest checkpoint says of the runtime.
+	runtime Runtime
+	clean   bool
+	pods    map[string]pleg.PodReport
 	// ring holds the events and gaps read, within the journal's bounds;
 	// nil until the first checkpoint.
 	ring *ring
@@ -184,6 +234,7 @@ func (rs *recovered) apply(seg *segment, r record, first bool) error {
 			rs.ring.floor = rs.floor
 		}
 		rs.next, rs.reserved = max(rs.next, c.next), max(rs.reserved, c.reserved)
+		rs.runtime = c.runtime
 		clear(rs.pods)
 		for _, p := range c.pods {
 			rs.pods[p.UID] = p

@@ -78,6 +78,7 @@ func (j *Journal) checkpoint(reserved uint64) *checkpoint {
 		reserved: reserved,
 		created:  j.created,
 		pods:     make([]pleg.PodReport, 0, len(j.pods)),
+		runtime:  j.runtime,
 	}
 	for _, p := range j.pods {
 		c.pods = append(c.pods, p)

@@ -161,3 +161,59 @@ pleg_build_info{goversion="go1.26.8",revision="abc",runtime="` + runtime + `",ru
 		t.Errorf("after an upgrade of the runtime: %v", err)
 	}
 }
+
+// pleg_relist_duration_seconds sees every observation of the kubelet's
+// histogram, with buckets that go on past its 10 s up to 10 minutes, and
+// a native histogram beside them.
+func TestLongRelistDuration(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewPLEG(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []float64{0.02, 45, 200, 900} {
+		m.ObserveRelist(s)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var long, kubelet *dto.Histogram
+	for _, f := range families {
+		switch f.GetName() {
+		case "pleg_relist_duration_seconds":
+			long = f.GetMetric()[0].GetHistogram()
+		case "kubelet_pleg_relist_duration_seconds":
+			kubelet = f.GetMetric()[0].GetHistogram()
+		}
+	}
+	if long == nil || kubelet == nil {
+		t.Fatalf("pleg_relist_duration_seconds %v, kubelet_pleg_relist_duration_seconds %v", long, kubelet)
+	}
+	wantBounds := []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180, 300, 600}
+	var bounds []float64
+	cum := map[float64]uint64{}
+	for _, b := range long.GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+		cum[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	if !slices.Equal(bounds, wantBounds) {
+		t.Errorf("buckets %v, want %v", bounds, wantBounds)
+	}
+	for le, want := range map[float64]uint64{0.025: 1, 30: 1, 60: 2, 180: 2, 300: 3, 600: 3} {
+		if cum[le] != want {
+			t.Errorf("bucket le=%v holds %d, want %d", le, cum[le], want)
+		}
+	}
+	if long.GetSampleCount() != 4 || kubelet.GetSampleCount() != 4 || long.GetSampleSum() != kubelet.GetSampleSum() {
+		t.Errorf("counts %d and %d, sums %v and %v: want the same observations in both",
+			long.GetSampleCount(), kubelet.GetSampleCount(), long.GetSampleSum(), kubelet.GetSampleSum())
+	}
+	if long.GetSchema() != 3 || len(long.GetPositiveSpan()) == 0 {
+		t.Errorf("native histogram: schema %d, spans %v; want schema 3 (factor 1.1) with observations", long.GetSchema(),
+			long.GetPositiveSpan())
+	}
+	if len(kubelet.GetPositiveSpan()) != 0 {
+		t.Error("the kubelet's histogram must stay classic")
+	}
+}

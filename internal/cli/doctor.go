@@ -58,6 +58,10 @@ const doctorExample = `  # Diagnose the node's containerd
   # CRI-O, a report to share, and a running pleg daemon's own figures
   pleg doctor -r unix:///var/run/crio/crio.sock --html /tmp/pleg-doctor.html --server http://127.0.0.1:9847
 
+  # In pleg's pod (read-only root filesystem; the chart sets
+  # CONTAINER_RUNTIME_ENDPOINT, so no -r): the page comes out on stdout
+  kubectl -n pleg exec ds/pleg -- pleg doctor --html - > pleg-doctor.html
+
   # A large node: 200 pods spread over the node, 4 at a time, within 2 minutes
   pleg doctor --sample 200 --concurrency 4 --budget 2m -o json`
 
@@ -95,7 +99,9 @@ func newDoctorCommand(g *global) *cobra.Command {
 		"pods inspected at once (1: as the kubelet, each call timed alone)")
 	o.server.register(f, "also read the health and relist figures of the pleg daemon at this address")
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
-	f.StringVar(&o.htmlFile, "html", "", "also write the report as a self-contained HTML page to this file")
+	f.StringVar(&o.htmlFile, "html", "", `also write the report as a self-contained HTML page to this file; "-" writes `+
+		`the page to the standard output and the report to the standard error (in a pod, whose root filesystem is `+
+		`read-only: kubectl exec ... -- pleg doctor --html - > page.html)`)
 	return cmd
 }
 
@@ -126,15 +132,27 @@ func (o *doctorFlags) run(cmd *cobra.Command, g *global) error {
 	if err != nil {
 		return err
 	}
-	if o.htmlFile != "" {
+	// With --html - the page is the standard output, whole, and the
+	// report goes to the standard error: in a pod, whose root filesystem
+	// is read-only, `kubectl exec ... pleg doctor --html - > page.html`
+	// brings the page out and still shows the report.
+	out := g.stdout
+	switch o.htmlFile {
+	case "":
+	case "-":
+		if err := render.HTML(g.stdout, report); err != nil {
+			return fmt.Errorf("--html -: %w", err)
+		}
+		out = g.stderr
+	default:
 		if err := writeFile(o.htmlFile, func(w io.Writer) error { return render.HTML(w, report) }); err != nil {
 			return fmt.Errorf("--html: %w", err)
 		}
 	}
 	if o.output == "json" {
-		err = render.JSON(g.stdout, report)
+		err = render.JSON(out, report)
 	} else {
-		err = render.Text(g.stdout, report)
+		err = render.Text(out, report)
 	}
 	if err != nil {
 		return err

@@ -129,3 +129,53 @@ func TestDoctorHTMLNeverWritesThroughASymlink(t *testing.T) {
 		t.Errorf("files left beside the report: %v", entries)
 	}
 }
+
+// In pleg's pod the chart sets CONTAINER_RUNTIME_ENDPOINT and the root
+// filesystem is read-only: doctor, without -r, diagnoses the runtime the
+// environment names, and --html - writes the page, whole, to the standard
+// output, with the report on the standard error.
+func TestDoctorInThePod(t *testing.T) {
+	s := simtest.Start(t, sim.Options{Pods: 2, Containers: 1})
+	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", s.Endpoint())
+	code, out, errOut := execArgs(t, "doctor", "--budget", "20s", "--html", "-")
+	if code == 2 || !strings.HasPrefix(out, "<!DOCTYPE html>") || !strings.HasSuffix(strings.TrimSpace(out), "</html>") {
+		t.Errorf("--html -: exit %d, stdout starts %q, ends %q", code, head(out, 40), tail(out, 40))
+	}
+	if strings.Contains(out, "Verdict:") || !strings.Contains(errOut, "Verdict: ") {
+		t.Errorf("--html -: the text report must go to stderr alone; stderr:\n%s", errOut)
+	}
+	if !strings.Contains(out, "pleg-sim") {
+		t.Error("--html -: the page does not name the runtime the environment points at")
+	}
+	_, help, _ := execArgs(t, "doctor", "--help")
+	if !strings.Contains(help, `"-" writes the page to the standard output`) {
+		t.Errorf("--help does not tell --html -:\n%s", help)
+	}
+}
+
+// Every command that talks to the runtime takes its endpoint from
+// CONTAINER_RUNTIME_ENDPOINT when -r is not given, as crictl does.
+func TestEveryCommandHonoursTheEnvironmentsEndpoint(t *testing.T) {
+	s := simtest.Start(t, sim.Options{Pods: 2, Containers: 1})
+	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", s.Endpoint())
+	if code, out, errOut := execArgs(t, "version"); code != 0 || !strings.Contains(out, "runtime: pleg-sim") {
+		t.Errorf("version: exit %d, %q %q", code, out, errOut)
+	}
+	if code, out, errOut := execArgs(t, "pods"); code != 0 || strings.Count(out, "\n") < 3 {
+		t.Errorf("pods: exit %d, %q %q", code, out, errOut)
+	}
+	code, out, _ := execArgs(t, "doctor", "--budget", "20s", "-o", "json")
+	var r doctor.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code == 2 || !strings.Contains(out, "pleg-sim") {
+		t.Errorf("doctor: exit %d, %v\n%s", code, err, out)
+	}
+	// watch: one that cannot reach the environment's endpoint says which.
+	nowhere := "unix://" + t.TempDir() + "/none.sock"
+	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", nowhere)
+	if code, _, errOut := execArgs(t, "watch", "--wait", "300ms"); code != 1 || !strings.Contains(errOut, "the runtime at "+nowhere) {
+		t.Errorf("watch: exit %d, %q", code, errOut)
+	}
+}
+
+func head(s string, n int) string { return s[:min(n, len(s))] }
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }

@@ -20,7 +20,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/cri"
 )
 
@@ -40,6 +43,8 @@ type global struct {
 	// maxListBytes bounds the runtime's list answers (pleg run's
 	// --max-list-size); 0 leaves cri's default.
 	maxListBytes int
+	// candidates are the sockets --runtime-endpoint auto tries.
+	candidates []string
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -54,7 +59,12 @@ func (g *global) printf(format string, args ...any) {
 
 // NewCommand returns the pleg command with every subcommand.
 func NewCommand(stdout, stderr io.Writer) *cobra.Command {
-	g := &global{stdout: stdout, stderr: stderr}
+	return newCommand(stdout, stderr, autoCandidates())
+}
+
+// newCommand is NewCommand with the sockets --runtime-endpoint auto tries.
+func newCommand(stdout, stderr io.Writer, candidates []string) *cobra.Command {
+	g := &global{stdout: stdout, stderr: stderr, candidates: candidates}
 	root := &cobra.Command{
 		Use:   "pleg",
 		Short: "A pod lifecycle event generator for CRI container runtimes",
@@ -71,7 +81,8 @@ events, keeps a pod status cache and reports its health.`,
 	root.SetErr(stderr)
 	f := root.PersistentFlags()
 	f.StringVarP(&g.endpoint, "runtime-endpoint", "r", cri.DefaultEndpoint, "CRI runtime endpoint, unix:///path (env "+
-		"CONTAINER_RUNTIME_ENDPOINT)")
+		"CONTAINER_RUNTIME_ENDPOINT), or auto: the first of "+strings.Join(autoCandidates(), ", ")+
+		" that exists and answers")
 	f.DurationVarP(&g.timeout, "timeout", "t", 0, "deadline of each runtime call (default 2m for run, watch and demo; "+
 		"10s for the others)")
 	f.StringVar(&g.mode, "mode", string(pleg.ModeAuto), "auto (the runtime's event stream where it has one), generic "+
@@ -173,7 +184,7 @@ func (g *global) prepare(cmd *cobra.Command) error {
 // generator's options through their own Validate.
 func (g *global) validate(fs *pflag.FlagSet) error {
 	var errs []error
-	if _, err := cri.Target(g.endpoint); err != nil {
+	if _, err := cri.Target(g.endpoint); err != nil && g.endpoint != autoEndpoint {
 		errs = append(errs, fmt.Errorf("--runtime-endpoint: %w", err))
 	}
 	if fs.Changed("timeout") && g.timeout <= 0 {
@@ -214,9 +225,43 @@ func notZero(fs *pflag.FlagSet, names ...string) error {
 }
 
 // runtime returns the CRI runtime at --runtime-endpoint, with each call's
-// deadline the --timeout or def.
+// deadline the --timeout or def. With auto it finds it first, or fails
+// saying what each candidate answered; the endpoint found is then the one
+// every message names.
 func (g *global) runtime(def time.Duration) (*cri.Runtime, error) {
-	return g.runtimeAt(g.endpoint, def)
+	if g.endpoint != autoEndpoint {
+		return g.runtimeAt(g.endpoint, def)
+	}
+	rt, err := g.auto(def).runtime(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	g.endpoint = rt.Endpoint()
+	return rt, nil
+}
+
+// servedRuntime is the runtime of a command that runs until stopped: it
+// tells its version, for waiting on it, and closes.
+type servedRuntime interface {
+	runtime.Runtime
+	Version(ctx context.Context) (*runtimeapi.VersionResponse, error)
+	Close() error
+}
+
+// servedRuntime returns the runtime for pleg run and pleg watch: with auto,
+// one that keeps looking for the runtime until one answers, so that a
+// runtime down at start is waited for (an unhealthy PLEG that recovers),
+// never a failed start.
+func (g *global) servedRuntime(def time.Duration) (servedRuntime, error) {
+	if g.endpoint == autoEndpoint {
+		return g.auto(def), nil
+	}
+	return g.runtime(def)
+}
+
+// auto returns the runtime that --runtime-endpoint auto finds.
+func (g *global) auto(def time.Duration) *autoRuntime {
+	return newAutoRuntime(g.candidates, func(ep string) (*cri.Runtime, error) { return g.runtimeAt(ep, def) }, g.log)
 }
 
 func (g *global) runtimeAt(endpoint string, def time.Duration) (*cri.Runtime, error) {

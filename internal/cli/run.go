@@ -55,18 +55,22 @@ func (byteSize) Type() string { return "size" }
 const runLong = `Run watches the runtime at --runtime-endpoint and serves, on --listen:
 
   GET /healthz          200 "ok", or 500 "PLEG is not healthy: <reason>"
-  GET /readyz           200 once the first relist is written to the cache and
-                        while healthy; /livez: 200 while the daemon serves
+  GET /readyz           200 once the first relist has ended (written, or its
+                        lists failed) until pleg stops: pleg serves, whatever
+                        the runtime's health; /livez: 200 while it answers
   GET /metrics          Prometheus metrics, with the kubelet's PLEG metric names
   GET /v1/pods          the pod status cache as JSON; /v1/pods/{uid} one pod
   GET /v1/events        live events, a JSON object a line (or Server-Sent Events
                         with Accept: text/event-stream); filters pod, namespace,
                         type; resume with since=SEQ or Last-Event-ID
 
-Every event is written to the journal in --state-dir before any client can
-read it: after a restart, sequence numbers go on, a client resuming with
-since=SEQ misses nothing, and what changed while pleg was down is reported
-once, marked "afterRestart", while running containers are not reported again.
+With --state-dir (the chart and the systemd unit give /var/lib/pleg; without
+it the journal is in memory), every event is written to the journal there
+before any client can read it: after a restart, sequence numbers go on, a
+client resuming with since=SEQ misses nothing, and what changed while pleg
+was down is reported once, marked "afterRestart", while running containers
+are not reported again. A journal written over another runtime (another
+name or endpoint) is set aside, never reported from.
 
 The pods and events say what runs on the node: keep --listen on loopback or a
 unix socket (created 0660, in --listen-group), and give the kubelet's probes
@@ -154,11 +158,6 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	}
 	defer cleanup()
 	cfg := o.cfg
-	if o.simulate && !cmd.Flags().Changed("state-dir") {
-		// A simulated node's pods are not the node's: they must not be
-		// what a real run carries on from.
-		cfg.StateDir = ""
-	}
 	cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
 	d, err := daemon.New(cfg)
 	if err != nil {
@@ -182,9 +181,12 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 		"most")
 	f.Int64Var(&cfg.EventBufferBytes, "event-buffer-bytes", journal.DefaultMaxBytes,
 		"bytes of events kept for clients to resume from, at most, as encoded; the oldest go first")
-	f.StringVar(&cfg.StateDir, "state-dir", daemon.DefaultStateDir,
+	// No state directory unless asked: a pleg run by hand on a node must
+	// not take over, or leave behind, the journal of the installed one
+	// (the chart and the systemd unit pass --state-dir /var/lib/pleg).
+	f.StringVar(&cfg.StateDir, "state-dir", "",
 		`directory keeping the journal across restarts (events, sequence numbers, what was last reported `+
-			`of each container); "" keeps it in memory. Default "" with --simulate`)
+			`of each container), e.g. `+daemon.DefaultStateDir+`; "" (the default) keeps it in memory`)
 	f.Var(&syncFlag{&cfg.StateSync}, "state-sync",
 		`how often the journal's writes are forced to disk: a period, "always" (every change, slower) or `+
 			`"never" (left to the OS); a machine that goes down loses at most this much, and clients are told `+

@@ -4,6 +4,8 @@
 package cli
 
 import (
+	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -53,5 +55,28 @@ func TestMaxListSize(t *testing.T) {
 	}
 	if got := (byteSize{&g.maxListBytes}).String(); got != "64Mi" {
 		t.Errorf("the flag shows %q", got)
+	}
+}
+
+// pleg run keeps its journal in memory unless given --state-dir, so that a
+// run by hand never shares the installed one's; every installed pleg
+// passes /var/lib/pleg.
+func TestStateDirIsAskedFor(t *testing.T) {
+	cmd := NewCommand(io.Discard, io.Discard)
+	run, _, err := cmd.Find([]string{"run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def := run.Flags().Lookup("state-dir").DefValue; def != "" {
+		t.Errorf("--state-dir defaults to %q, want none (in memory)", def)
+	}
+	for _, path := range []string{"../../deploy/pleg.service", "../../deploy/daemonset.yaml", "../../charts/pleg/templates/daemonset.yaml"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "--state-dir") {
+			t.Errorf("%s does not pass --state-dir: it would keep its journal in memory", path)
+		}
 	}
 }

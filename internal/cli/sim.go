@@ -81,7 +81,7 @@ func (g *global) watchedRuntime(
 	timeout time.Duration,
 ) (rt runtime.Runtime, cleanup func(), err error) {
 	if !simulate {
-		r, err := g.runtime(timeout)
+		r, err := g.servedRuntime(timeout)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -86,11 +86,11 @@ func (g *global) watchInProcess(
 	sinceNow bool,
 	p *eventPrinter,
 ) error {
-	rt, err := g.runtime(2 * time.Minute)
+	rt, err := g.servedRuntime(2 * time.Minute)
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer func() { _ = rt.Close() }() // only reads were made: nothing to lose
 	if err := g.waitForRuntime(ctx, rt, wait); err != nil {
 		return err
 	}
