@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -62,18 +63,23 @@ func CacheDir() (string, error) {
 	return filepath.Join(root, ".cache"), nil
 }
 
+// moduleRoot is the root of pleg's module (whose test/testimg the test
+// image is built from): the first directory above the working directory
+// whose go.mod declares it, so that the tests of the modules nested in
+// the repository (test/kube) find it too.
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			regexp.MustCompile(`(?m)^module github\.com/plegkit/pleg\s*$`).Match(data) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod found above the working directory")
+			return "", errors.New("no go.mod of github.com/plegkit/pleg above the working directory")
 		}
 		dir = parent
 	}

@@ -274,6 +274,10 @@ func (s *Server) start(ctx context.Context) error {
 		return err
 	}
 	s.caFile = files.ca
+	authz := "RBAC"
+	if s.opts.Nodes {
+		authz = "Node,RBAC"
+	}
 	s.apiArgs = []string{
 		"--etcd-servers=" + s.etcdURL,
 		"--bind-address=" + s.opts.Address, "--advertise-address=" + s.opts.Address,
@@ -282,7 +286,7 @@ func (s *Server) start(ctx context.Context) error {
 		"--cert-dir=" + filepath.Join(s.dir, "certs"),
 		"--token-auth-file=" + files.tokens,
 		"--anonymous-auth=false",
-		"--authorization-mode=RBAC",
+		"--authorization-mode=" + authz,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + files.saKey,
 		"--service-account-signing-key-file=" + files.saKey,
@@ -293,10 +297,11 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	if s.opts.Nodes {
 		s.apiArgs = append(s.apiArgs,
-			"--authorization-mode=Node,RBAC",
 			"--enable-admission-plugins=NodeRestriction",
 			"--kubelet-client-certificate="+files.kubeletClientCert,
 			"--kubelet-client-key="+files.kubeletClientKey,
+			// The node's name need not resolve: dial its address.
+			"--kubelet-preferred-address-types=InternalIP",
 		)
 	}
 	return s.startAPIServer(ctx)
@@ -314,7 +319,7 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, p, "kube-apiserver", func() error {
+	err = waitFor(ctx, p, "kube-apiserver", func() error {
 		resp, err := hc.Get(s.URL() + "/readyz")
 		if err != nil {
 			return err
@@ -326,6 +331,10 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("%w\nkube-apiserver log tail:\n%s", err, s.LogTail(20))
+	}
+	return nil
 }
 
 // URL is the API server's address.

@@ -52,9 +52,9 @@ func TestNode(t *testing.T) {
 		name string
 		run  func(t *testing.T)
 	}{
-		{"InstallReady", func(t *testing.T) {
-			c.installReady(t, ctx, img, in)
-			f = follow(t, in.socket())
+		{"InstallReady", func(st *testing.T) {
+			c.installReady(st, ctx, img, in)
+			f = follow(t, in.socket()) // the whole test's: it outlives the step
 		}},
 		{"EventsMatchTheKubelet", func(t *testing.T) { c.eventsMatchTheKubelet(t, ctx, f) }},
 		{"ConditionBesideTheKubelet", func(t *testing.T) { c.conditionBesideTheKubelet(t, ctx) }},
@@ -219,6 +219,9 @@ func (c *cluster) waitSameEvents(t *testing.T, ctx context.Context, f *follower,
 	var onlyKubelet, onlyPleg, twice []key
 	var kubeletN, plegN int
 	err = waitFor(ctx, "pleg's events of "+what+" to be the kubelet's", func() (bool, error) {
+		if err := f.err(); err != nil {
+			t.Fatalf("the follower of pleg's events stopped: %v", err)
+		}
 		log, err := c.kubelet.Log()
 		if err != nil {
 			return false, err

@@ -189,6 +189,17 @@ func (f *follower) stop() {
 	f.done <- context.Canceled // stop is idempotent
 }
 
+// err is why the follower stopped, or nil while it follows.
+func (f *follower) err() error {
+	select {
+	case err := <-f.done:
+		f.done <- err
+		return err
+	default:
+		return nil
+	}
+}
+
 func (f *follower) snapshot() []api.Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
