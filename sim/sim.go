@@ -84,14 +84,15 @@ func New(opts Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	reg, _ := opts.Registry.normalized() // checked by withDefaults
 	s := &Sim{
 		opts:   opts,
 		log:    opts.Logger,
 		clock:  opts.Clock,
 		st:     newStore(opts.Seed, opts.Clock, opts.Events, opts.HistoryLimit),
-		work:   newWorkload(opts),
+		work:   newWorkload(opts, reg.imageIDOf(WorkloadImage)),
 		lat:    newLatencies(opts.Latency, opts.Seed, opts.Clock),
-		images: newImages(PauseImage, WorkloadImage),
+		images: newImages(reg, PauseImage, WorkloadImage),
 		errRng: rand.New(rand.NewPCG(opts.Seed, 0x6572726f72)),
 		stopC:  make(chan struct{}),
 	}
