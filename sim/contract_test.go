@@ -531,3 +531,97 @@ func TestRegistryValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerStats checks the made-up stats: one per listed container,
+// filtered as ListContainers filters, with the fields critest and the
+// kubelet read.
+func TestContainerStats(t *testing.T) {
+	s := startSim(t, Options{})
+	rc, _ := dialBoth(t, s)
+	ctx := testContext(t)
+	a := newFixture(ctx, t, rc, "a")
+	b := newFixture(ctx, t, rc, "b")
+	created, err := rc.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: a.sandbox,
+		Config:       containerConfigFor("a", "uid-a", "idle", 0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	single := []struct {
+		name     string
+		id       string
+		wantCode codes.Code
+		running  bool
+	}{
+		{"running", a.running, codes.OK, true},
+		{"exited", a.exited, codes.OK, false},
+		{"created", created.GetContainerId(), codes.OK, false},
+		{"unknown", "feedface", codes.NotFound, false},
+		{"empty ID", "", codes.InvalidArgument, false},
+	}
+	for _, tt := range single {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := rc.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: tt.id})
+			if status.Code(err) != tt.wantCode {
+				t.Fatalf("ContainerStats: %v, want code %v", err, tt.wantCode)
+			}
+			if err != nil {
+				return
+			}
+			st := resp.GetStats()
+			if st.GetAttributes().GetId() != tt.id || st.GetAttributes().GetMetadata().GetName() == "" ||
+				st.GetCpu().GetTimestamp() == 0 || st.GetMemory().GetTimestamp() == 0 || st.GetWritableLayer() == nil {
+				t.Fatalf("stats of %s: %v", tt.id, st)
+			}
+			if busy := st.GetMemory().GetWorkingSetBytes().GetValue() > 0; busy != tt.running {
+				t.Errorf("working set %d; want some only when running", st.GetMemory().GetWorkingSetBytes().GetValue())
+			}
+		})
+	}
+
+	lists := []struct {
+		name   string
+		filter *runtimeapi.ContainerStatsFilter
+		want   []string
+	}{
+		{"nil filter", nil, []string{a.running, a.exited, created.GetContainerId(), b.running, b.exited}},
+		{"by ID", &runtimeapi.ContainerStatsFilter{Id: b.exited}, []string{b.exited}},
+		{"by sandbox", &runtimeapi.ContainerStatsFilter{PodSandboxId: b.sandbox}, []string{b.running, b.exited}},
+		{
+			"by labels",
+			&runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"io.kubernetes.container.name": "idle"}},
+			[]string{created.GetContainerId()},
+		},
+		{"unknown sandbox", &runtimeapi.ContainerStatsFilter{PodSandboxId: "feedface"}, nil},
+	}
+	for _, tt := range lists {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := rc.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: tt.filter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, st := range resp.GetStats() {
+				got = append(got, st.GetAttributes().GetId())
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tt.want))
+			if !slices.Equal(got, want) {
+				t.Fatalf("stats of %v, want %v", got, want)
+			}
+		})
+	}
+
+	// The CPU counter of a running container only grows.
+	first, err := rc.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: a.running})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the CPU counter to grow", func() bool {
+		next, err := rc.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: a.running})
+		return err == nil && next.GetStats().GetCpu().GetUsageCoreNanoSeconds().GetValue() >
+			first.GetStats().GetCpu().GetUsageCoreNanoSeconds().GetValue()
+	})
+}

@@ -3,9 +3,11 @@
 
 // Package sim is a simulated CRI v1 container runtime: a real gRPC server
 // on a unix socket, the same wire as containerd, serving the
-// RuntimeService (sandboxes, containers, statuses, the Stream* lists and
-// GetContainerEvents) and enough of the ImageService for crictl, over an
-// in-memory runtime with:
+// RuntimeService (sandboxes, containers, statuses, made-up stats, the
+// Stream* lists and GetContainerEvents) and the ImageService (images as
+// metadata, pulled from a simulated Registry), over an in-memory runtime
+// that keeps the CRI's contract as cri-tools' critest checks it (see
+// testdata/critest-impossible.txt for what needs a kernel), with:
 //
 //   - a workload of N pods × M containers carrying the kubelet's labels and
 //     annotations, and churn at set rates (crashes and restarts, clean

@@ -131,11 +131,11 @@ func newSimCommand(g *global) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Serve a simulated CRI runtime on a unix socket, with churn, latency and faults",
-		Long: `Sim serves the CRI v1 RuntimeService (and enough of the ImageService for
-crictl) on --socket, over a simulated node: --pods pods of --containers
-containers with the kubelet's labels, changing at the --churn rates, answering
-with the --latency preset, and failing as --faults says. The same --seed gives
-the same sequence of changes.
+		Long: `Sim serves the CRI v1 RuntimeService and ImageService (images as
+metadata: any pull succeeds) on --socket, over a simulated node: --pods pods
+of --containers containers with the kubelet's labels, changing at the --churn
+rates, answering with the --latency preset, and failing as --faults says. The
+same --seed gives the same sequence of changes.
 
   pleg sim --socket /tmp/sim.sock --pods 1000 --latency seed-node &
   pleg run -r unix:///tmp/sim.sock
