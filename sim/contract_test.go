@@ -6,6 +6,9 @@ package sim
 import (
 	"cmp"
 	"context"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -624,4 +627,48 @@ func TestContainerStats(t *testing.T) {
 		return err == nil && next.GetStats().GetCpu().GetUsageCoreNanoSeconds().GetValue() >
 			first.GetStats().GetCpu().GetUsageCoreNanoSeconds().GetValue()
 	})
+}
+
+func TestLoadRegistry(t *testing.T) {
+	const d = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	tests := []struct {
+		name, file, content string
+		want                Registry
+		wantErr             string
+	}{
+		{
+			name: "json", file: "r.json",
+			content: `{"busybox:1": {"digest": "` + d + `", "user": "1002"}}`,
+			want:    Registry{"busybox:1": {Digest: d, User: "1002"}},
+		},
+		{
+			name: "yaml", file: "r.yaml",
+			content: "example.com/a:1:\n  digest: " + d + "\nexample.com/name:\n  user: www-data\n",
+			want:    Registry{"example.com/a:1": {Digest: d}, "example.com/name": {User: "www-data"}},
+		},
+		{name: "unknown field", file: "r.yaml", content: "busybox:\n  digets: x\n", wantErr: "digets"},
+		{name: "bad reference", file: "r.yaml", content: "\"Busybox\": {}\n", wantErr: "Busybox"},
+		{name: "bad digest", file: "r.yaml", content: "busybox:\n  digest: md5:abc\n", wantErr: "digest of"},
+		{name: "missing", file: "", wantErr: "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), cmp.Or(tt.file, "absent.yaml"))
+			if tt.file != "" {
+				if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := LoadRegistry(path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("LoadRegistry: %v, want an error about %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(got, tt.want) {
+				t.Fatalf("LoadRegistry: %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
 }

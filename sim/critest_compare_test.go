@@ -127,7 +127,7 @@ func TestCritestFilesParse(t *testing.T) {
 	if err != nil || len(list) == 0 {
 		t.Fatalf("impossible list: %d specs, %v", len(list), err)
 	}
-	reg, err := readRegistry(filepath.Join("testdata", "critest-registry.json"))
+	reg, err := LoadRegistry(filepath.Join("testdata", "critest-registry.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func TestCritest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := readRegistry(filepath.Join("testdata", "critest-registry.json"))
+	reg, err := LoadRegistry(filepath.Join("testdata", "critest-registry.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,19 +225,6 @@ func readImpossible(path string) (map[string]string, error) {
 		out[name] = reason
 	}
 	return out, sc.Err()
-}
-
-// readRegistry reads the simulated registry's content as JSON.
-func readRegistry(path string) (Registry, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var reg Registry
-	if err := json.Unmarshal(b, &reg); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return reg, nil
 }
 
 func tailLines(s string, n int) string {

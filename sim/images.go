@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // RegistryImage is what the simulated registry holds for one reference.
@@ -43,6 +45,23 @@ type RegistryImage struct {
 // absent from the Registry is an image of its own, the same on every
 // registry host (registries mirror one another).
 type Registry map[string]RegistryImage
+
+// LoadRegistry reads a Registry from a YAML or JSON file: references
+// mapped to their digest and user, unknown fields refused.
+func LoadRegistry(path string) (Registry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var reg Registry
+	if err := yaml.UnmarshalStrict(b, &reg); err != nil {
+		return nil, fmt.Errorf("registry %s: %w", path, err)
+	}
+	if _, err := reg.normalized(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return reg, nil
+}
 
 // normalized returns the registry keyed by fully qualified references,
 // or why it cannot be.
