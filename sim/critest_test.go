@@ -86,6 +86,12 @@ func TestCritest(t *testing.T) {
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Before t.TempDir's removal, which a mount left behind would fail.
+	t.Cleanup(func() {
+		if err := runtimetest.UnmountBelow(tmp); err != nil {
+			t.Error(err)
+		}
+	})
 	cmd.Env = append(os.Environ(),
 		"PATH="+bins.BinDir()+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"TMPDIR="+tmp,
