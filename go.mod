@@ -3,7 +3,9 @@ module github.com/plegkit/pleg
 go 1.26.0
 
 require (
+	github.com/distribution/reference v0.6.0
 	github.com/go-logr/logr v1.4.3
+	github.com/opencontainers/go-digest v1.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

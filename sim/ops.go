@@ -35,6 +35,8 @@ const (
 	opPullImage
 	opRemoveImage
 	opImageFsInfo
+	opContainerStats
+	opListContainerStats
 	numOps
 )
 
@@ -82,9 +84,20 @@ func (o op) String() string {
 		return runtime.OpRemoveImage
 	case opImageFsInfo:
 		return runtime.OpImageFsInfo
+	case opContainerStats:
+		return opNameContainerStats
+	case opListContainerStats:
+		return opNameListContainerStats
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
+
+// Names of the operations the simulator serves that pleg's runtime
+// client never calls, so that package runtime does not name them.
+const (
+	opNameContainerStats     = "container_stats"
+	opNameListContainerStats = "list_container_stats"
+)
 
 // Operations returns every operation name the simulator serves, in a
 // fixed order.

@@ -68,6 +68,9 @@ type Options struct {
 	// HistoryLimit is how many changes History keeps; default
 	// DefaultHistoryLimit, negative keeps none.
 	HistoryLimit int
+	// Registry is the content of the simulated registry images are pulled
+	// from; nil makes every reference an image of its own. See Registry.
+	Registry Registry
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Clock drives churn ticks, timestamps, latency, stream drops, the
@@ -278,6 +281,9 @@ func (o Options) defaulted() Options {
 // validate checks options whose defaults are set.
 func (o Options) validate() error {
 	var errs []error
+	if _, err := o.Registry.normalized(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.Pods < 0 {
 		errs = append(errs, fmt.Errorf("pods %d must not be negative", o.Pods))
 	}

@@ -188,6 +188,11 @@ func (r *runtimeServer) StopPodSandbox(
 	}
 	err = r.s.mutate(func(st *store, out *eventBuf) error {
 		sb, err := st.sandbox(req.GetPodSandboxId())
+		if status.Code(err) == codes.NotFound {
+			// The CRI: stopping an unknown sandbox succeeds, since the
+			// kubelet retries a stop whose answer it lost.
+			return nil
+		}
 		if err == nil {
 			st.stopSandbox(sb, exitKilled, CauseClient, out)
 		}
@@ -302,13 +307,15 @@ func (r *runtimeServer) CreateContainer(
 	if err != nil {
 		return nil, err
 	}
+	// The image store has its own lock, taken before the state's.
+	imageRef := r.s.images.resolve(req.GetConfig().GetImage().GetImage())
 	var id string
 	err = r.s.mutate(func(st *store, out *eventBuf) error {
 		sb, err := st.sandbox(req.GetPodSandboxId())
 		if err != nil {
 			return err
 		}
-		c, err := st.createContainer(sb, req.GetConfig(), CauseClient, out)
+		c, err := st.createContainer(sb, req.GetConfig(), imageRef, CauseClient, out)
 		if err == nil {
 			id = c.id
 		}
@@ -361,6 +368,9 @@ func (r *runtimeServer) StopContainer(
 	}
 	err = r.s.mutate(func(st *store, out *eventBuf) error {
 		c, err := st.container(req.GetContainerId())
+		if status.Code(err) == codes.NotFound {
+			return nil // as for sandboxes: an unknown container is stopped
+		}
 		if err == nil {
 			st.exitContainer(c, code, CauseClient, out)
 		}

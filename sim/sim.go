@@ -3,9 +3,11 @@
 
 // Package sim is a simulated CRI v1 container runtime: a real gRPC server
 // on a unix socket, the same wire as containerd, serving the
-// RuntimeService (sandboxes, containers, statuses, the Stream* lists and
-// GetContainerEvents) and enough of the ImageService for crictl, over an
-// in-memory runtime with:
+// RuntimeService (sandboxes, containers, statuses, made-up stats, the
+// Stream* lists and GetContainerEvents) and the ImageService (images as
+// metadata, pulled from a simulated Registry), over an in-memory runtime
+// that keeps the CRI's contract as cri-tools' critest checks it (see
+// testdata/critest-impossible.txt for what needs a kernel), with:
 //
 //   - a workload of N pods × M containers carrying the kubelet's labels and
 //     annotations, and churn at set rates (crashes and restarts, clean
@@ -84,14 +86,15 @@ func New(opts Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	reg, _ := opts.Registry.normalized() // checked by withDefaults
 	s := &Sim{
 		opts:   opts,
 		log:    opts.Logger,
 		clock:  opts.Clock,
 		st:     newStore(opts.Seed, opts.Clock, opts.Events, opts.HistoryLimit),
-		work:   newWorkload(opts),
+		work:   newWorkload(opts, reg.imageIDOf(WorkloadImage)),
 		lat:    newLatencies(opts.Latency, opts.Seed, opts.Clock),
-		images: newImages(PauseImage, WorkloadImage),
+		images: newImages(reg, PauseImage, WorkloadImage),
 		errRng: rand.New(rand.NewPCG(opts.Seed, 0x6572726f72)),
 		stopC:  make(chan struct{}),
 	}

@@ -99,6 +99,7 @@ type container struct {
 	md          *runtimeapi.ContainerMetadata
 	image       *runtimeapi.ImageSpec
 	imageRef    string
+	mounts      []*runtimeapi.Mount
 	labels      map[string]string
 	annotations map[string]string
 	logPath     string
@@ -150,6 +151,7 @@ func (c *container) refresh() {
 		Labels:      c.labels,
 		Annotations: c.annotations,
 		LogPath:     c.logPath,
+		Mounts:      c.mounts,
 	}
 	c.enc = encodeItem(c.item)
 }
@@ -408,12 +410,18 @@ func exitReason(code int32) string {
 func (st *store) createContainer(
 	sb *sandbox,
 	cfg *runtimeapi.ContainerConfig,
+	imageRef string,
 	cause Cause,
 	out *eventBuf,
 ) (*container, error) {
 	md := cfg.GetMetadata()
 	if md == nil {
 		return nil, status.Error(codes.InvalidArgument, "container config must include metadata")
+	}
+	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil &&
+		sc.GetRunAsUsername() == "" {
+		// A group alone names no user to run as: runtimes refuse it.
+		return nil, status.Error(codes.InvalidArgument, "run_as_group is set without run_as_user or run_as_username")
 	}
 	if sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %s is not ready", sb.id)
@@ -438,7 +446,8 @@ func (st *store) createContainer(
 		sb:          sb,
 		md:          md,
 		image:       image,
-		imageRef:    imageID(image.GetImage()),
+		imageRef:    imageRef,
+		mounts:      cfg.GetMounts(),
 		labels:      cfg.GetLabels(),
 		annotations: cfg.GetAnnotations(),
 		createdAt:   st.now(),

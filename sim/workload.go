@@ -55,6 +55,7 @@ type workload struct {
 	containers int
 	exited     int
 	gc         bool
+	imageRef   string // the ID of WorkloadImage, which its containers run
 	rng        *rand.Rand
 	pending    []action
 	podN       uint64
@@ -63,8 +64,9 @@ type workload struct {
 	gcMarked   map[*sandbox]bool
 }
 
-func newWorkload(opts Options) *workload {
+func newWorkload(opts Options, imageRef string) *workload {
 	return &workload{
+		imageRef:   imageRef,
 		churn:      opts.Churn,
 		containers: opts.Containers,
 		exited:     opts.Exited,
@@ -184,6 +186,7 @@ func (w *workload) newPod(st *store, exited int, cause Cause, out *eventBuf) {
 			if c, err := st.createContainer(
 				sb,
 				containerConfig(sb, name, uint32(a)),
+				w.imageRef,
 				cause,
 				out,
 			); err == nil &&
@@ -191,7 +194,7 @@ func (w *workload) newPod(st *store, exited int, cause Cause, out *eventBuf) {
 				st.exitContainer(c, crashCode(w.rng), cause, out)
 			}
 		}
-		c, err := st.createContainer(sb, containerConfig(sb, name, uint32(attempts)), cause, out)
+		c, err := st.createContainer(sb, containerConfig(sb, name, uint32(attempts)), w.imageRef, cause, out)
 		if err == nil {
 			_ = st.startContainer(c, cause, out)
 		}
@@ -270,6 +273,7 @@ func (w *workload) startShortLived(st *store, sb *sandbox, t uint64, out *eventB
 	c, err := st.createContainer(
 		sb,
 		containerConfig(sb, "short-"+strconv.FormatUint(w.shortN, 10), 0),
+		w.imageRef,
 		CauseShortLived,
 		out,
 	)
@@ -302,7 +306,13 @@ func (w *workload) runDue(st *store, t uint64, out *eventBuf) {
 			if sb.removed || sb.removing || sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
 				continue
 			}
-			next, err := st.createContainer(sb, containerConfig(sb, c.md.GetName(), c.md.GetAttempt()+1), CauseRestart, out)
+			next, err := st.createContainer(
+				sb,
+				containerConfig(sb, c.md.GetName(), c.md.GetAttempt()+1),
+				w.imageRef,
+				CauseRestart,
+				out,
+			)
 			if err == nil {
 				_ = st.startContainer(next, CauseRestart, out)
 			}

@@ -125,17 +125,19 @@ func (g *global) watchedRuntime(
 
 func newSimCommand(g *global) *cobra.Command {
 	var (
-		socket string
-		flags  simFlags
+		socket   string
+		registry string
+		reg      sim.Registry
+		flags    simFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Serve a simulated CRI runtime on a unix socket, with churn, latency and faults",
-		Long: `Sim serves the CRI v1 RuntimeService (and enough of the ImageService for
-crictl) on --socket, over a simulated node: --pods pods of --containers
-containers with the kubelet's labels, changing at the --churn rates, answering
-with the --latency preset, and failing as --faults says. The same --seed gives
-the same sequence of changes.
+		Long: `Sim serves the CRI v1 RuntimeService and ImageService (images as
+metadata: any pull succeeds) on --socket, over a simulated node: --pods pods
+of --containers containers with the kubelet's labels, changing at the --churn
+rates, answering with the --latency preset, and failing as --faults says. The
+same --seed gives the same sequence of changes.
 
   pleg sim --socket /tmp/sim.sock --pods 1000 --latency seed-node &
   pleg run -r unix:///tmp/sim.sock
@@ -145,6 +147,12 @@ the same sequence of changes.
 			if socket == "" {
 				return errors.New("--socket is required")
 			}
+			if registry != "" {
+				var err error
+				if reg, err = sim.LoadRegistry(registry); err != nil {
+					return fmt.Errorf("--registry: %w", err)
+				}
+			}
 			return flags.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -153,6 +161,7 @@ the same sequence of changes.
 			if err != nil {
 				return err
 			}
+			opts.Registry = reg
 			opts.Logger = g.log
 			s, err := sim.New(opts)
 			if err != nil {
@@ -176,6 +185,8 @@ the same sequence of changes.
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket to serve on (required)")
+	cmd.Flags().StringVar(&registry, "registry", "", "YAML or JSON file of the simulated registry: image references "+
+		"mapped to {digest, user}; references with one digest are one image")
 	flags.register(cmd.Flags(), "")
 	return cmd
 }
