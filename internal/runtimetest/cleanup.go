@@ -372,5 +372,6 @@ func removeCgroups(dirs []string) error {
 
 // UnmountBelow unmounts every mount at or below dir, deepest first: what
 // a kubelet leaves in its root directory (its pods' volumes) once it and
-// its pods are gone.
+// its pods are gone, or critest's mount propagation specs in its TMPDIR
+// when a spec fails before its own cleanup.
 func UnmountBelow(dir string) error { return unmountBelow(dir) }

@@ -114,10 +114,3 @@ func Critest(ctx context.Context, logf func(string, ...any)) (CritestBinaries, e
 	}
 	return b, nil
 }
-
-// UnmountBelow unmounts every mount at or below dir. critest's mount
-// propagation specs bind-mount directories of its TMPDIR on the host and
-// leave them mounted when a spec fails before its cleanup can unmount
-// them; a test that gives critest a TMPDIR of its own calls this before
-// removing it.
-func UnmountBelow(dir string) error { return unmountBelow(dir) }
