@@ -186,16 +186,9 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 		sandbox: map[string]bool{},
 	}
 	in.Endpoint = "unix://" + in.socket
-	in.cniBin = filepath.Join(dir, "cni", "bin")
-	if opts.PodNetwork != "" {
-		if spec.Kind != Containerd || !strings.HasPrefix(spec.Version, "v2.") {
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("runtimetest: a pod network needs containerd 2.x, not %s", spec)
-		}
-		if in.cniBin, err = CNIPlugins(ctx, opts.Logf); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
+	if in.cniBin, err = cniBinDir(ctx, spec, opts, dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
 	if len(in.socket)+len(".ttrpc") >= 104 {
 		_ = os.RemoveAll(dir)
@@ -241,6 +234,19 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Instance, error) {
 	opts.Logf("runtimetest: %s (%s) ready at %s in %v",
 		spec, in.Version, in.Endpoint, time.Since(t0).Round(time.Millisecond))
 	return in, nil
+}
+
+// cniBinDir is where the instance in dir finds its CNI plugins: the
+// system's with a pod network, else a directory of its own that stays
+// empty.
+func cniBinDir(ctx context.Context, spec Spec, opts Options, dir string) (string, error) {
+	if opts.PodNetwork == "" {
+		return filepath.Join(dir, "cni", "bin"), nil
+	}
+	if spec.Kind != Containerd || !strings.HasPrefix(spec.Version, "v2.") {
+		return "", fmt.Errorf("runtimetest: a pod network needs containerd 2.x, not %s", spec)
+	}
+	return CNIPlugins(ctx, opts.Logf)
 }
 
 // start starts the runtime and waits until it is ready.
