@@ -39,6 +39,17 @@ func (r podRef) appendTransition(out []Event, t transition, observed time.Time) 
 		if t.afterRestart {
 			ev.AfterRestart, ev.StartedAt, ev.FinishedAt = true, criTime(t.started), criTime(t.finished)
 		}
+		if d := t.detail; d != nil && !t.sandbox {
+			ev.Image, ev.Attempt = d.image, &d.attempt
+			// Only an exit the runtime reported: a container that vanished
+			// unseen dies without one.
+			if typ == ContainerDied && t.new == stateExited && d.exited {
+				ev.ExitCode, ev.Reason, ev.Message = &d.exitCode, d.reason, d.message
+				if ev.FinishedAt.IsZero() {
+					ev.FinishedAt = criTime(d.finished)
+				}
+			}
+		}
 		out = append(out, ev)
 	}
 	return out
@@ -346,6 +357,10 @@ func (p *pendingPod) fold(i int, t transition) (coalesced int) {
 	}
 	net := sl.ts[0]
 	net.new, net.name = t.new, t.name
+	if t.detail != nil {
+		// What the container's latest status said, exit included.
+		net.detail = t.detail
+	}
 	coalesced = max(0, before-deliverable(net.old, net.new))
 	sl.ts, sl.change = append(sl.ts[:0], net), p.changes
 	if net.old == net.new {

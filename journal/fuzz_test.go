@@ -38,7 +38,7 @@ func FuzzDecode(f *testing.F) {
 			if err != nil {
 				return
 			}
-			r, err := decodeRecord(payload, map[string]string{})
+			r, err := decodeRecord(payload, formatVersion, map[string]string{})
 			if err != nil {
 				return
 			}
