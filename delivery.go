@@ -176,7 +176,7 @@ func withDetails(rec *podRecord, ts []transition, status *runtime.PodStatus) {
 		d := &details[i]
 		d.set(c)
 		t.detail = d
-		if e, ok := find(rec.old, &entry{id: t.id}); ok {
+		if e := findContainer(rec.old, t.id); e != nil {
 			e.detail = d
 		}
 	}

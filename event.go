@@ -69,11 +69,11 @@ type Event struct {
 	// shared by every subscriber of the event: read, do not modify.
 
 	// Image is the container's image as the runtime reports it in its
-	// status: the image reference the container was created from (CRI's
-	// image.image, as in the pod spec, e.g. "nginx:1.27"), or the
-	// resolved reference (image_ref) when the runtime reports only that.
-	// Set on container events (Started, Died and, where the container was
-	// seen before, Removed).
+	// status, CRI's image.image, else image_ref: CRI-O reports the
+	// reference the container was created from, as in the pod spec
+	// ("nginx:1.27"), containerd the image's first tag, which is the same
+	// unless the image has several. Set on container events (Started,
+	// Died and, where the container was seen before, Removed).
 	Image string
 	// Attempt is the container's restart attempt, the CRI metadata's
 	// attempt: 0 for a container's first run, one more for each

@@ -201,6 +201,21 @@ func find(entries []entry, e *entry) (*entry, bool) {
 	return &entries[i], true
 }
 
+// findContainer is find for container id, without a key that escapes
+// to the heap.
+func findContainer(entries []entry, id string) *entry {
+	i, ok := slices.BinarySearchFunc(entries, id, func(x entry, id string) int {
+		if x.sandbox {
+			return -1 // sandboxes sort first
+		}
+		return strings.Compare(x.id, id)
+	})
+	if !ok {
+		return nil
+	}
+	return &entries[i]
+}
+
 // knows reports whether the record has the container or sandbox id, as
 // known before or as just listed.
 func (r *podRecord) knows(id string, sandbox bool) bool {

@@ -57,7 +57,7 @@ type Event struct {
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 
 	// Image and Attempt are the container's image, as the runtime reports
-	// it (the reference it was created from, else the resolved one), and
+	// it (see pleg.Event.Image) and as Container.Image shows it, and
 	// its restart attempt (CRI metadata's attempt, 0 for the first run),
 	// on container events whose container's status pleg inspected.
 	// ExitCode, Reason ("Completed", "Error", "OOMKilled", …) and Message
