@@ -205,3 +205,69 @@ func TestPayloadDiedSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// A death found after a restart says why as a live one does, and a
+// container that ran and exited while no generator watched is told
+// started, without an exit, then died, with it.
+func TestDiedAfterRestartSaysWhy(t *testing.T) {
+	store := &MemoryStore{}
+	rt := fakeruntime.New(appPod(ready, app(running, 0, "", "")))
+	newEnv(t, rt, withStore(store)).relist()
+
+	flash := app(exited, 0, "", "")
+	flash.ID, flash.Attempt = "c2", 0
+	rt.SetPods(appPod(ready, app(exited, 3, "", ""), flash))
+	got := newEnv(t, rt, withStore(store)).relist()
+	want := []string{
+		"ContainerDied(c1) image=registry.example/app:2 attempt=4 exit=3 reason=Error " + finished,
+		"ContainerStarted(c2) image=registry.example/app:2 attempt=0",
+		"ContainerDied(c2) image=registry.example/app:2 attempt=0 exit=0 reason=Completed " + finished,
+	}
+	if d := allDetails(got); !slices.Equal(d, want) {
+		t.Errorf("events:\n got  %q\n want %q", d, want)
+	}
+	for _, e := range got {
+		if !e.AfterRestart {
+			t.Errorf("%s: not marked afterRestart", details(e))
+		}
+	}
+}
+
+// A subscriber whose pending events fold (here a's ended life, the oldest
+// of more than maxEndedPending, folds to one transition from running to
+// gone) still gets the exit on the Died it is told.
+func TestFoldedDiedKeepsItsExit(t *testing.T) {
+	f := newTestFanout(t)
+	sub := f.subscribe()
+	step := func(id, s string, d *detail) {
+		c := change("p", "a:"+s)
+		c.transitions[0].id, c.transitions[0].detail = id, d
+		f.publish(c, c.events())
+	}
+	start := &detail{image: "app:2", attempt: 4}
+	exit := &detail{image: "app:2", attempt: 4, exited: true, exitCode: 3, reason: "Error"}
+	step("a", "none>run", start)
+	readAll(sub)
+	step("a", "run>exit", exit)
+	step("a", "exit>none", exit) // a removal carries the detail last inspected
+	for i := range maxEndedPending {
+		id := fmt.Sprintf("c%02d", i)
+		for _, s := range []string{"none>run", "run>exit", "exit>none"} {
+			step(id, s, nil)
+		}
+	}
+	var got []string
+	for {
+		e, ok := sub.TryNext()
+		if !ok {
+			break
+		}
+		if e.ContainerID == "a" {
+			got = append(got, details(e))
+		}
+	}
+	want := []string{"ContainerDied(a) image=app:2 attempt=4 exit=3 reason=Error", "ContainerRemoved(a) image=app:2 attempt=4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("events of a:\n got  %q\n want %q", got, want)
+	}
+}

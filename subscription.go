@@ -42,8 +42,9 @@ func (r podRef) appendTransition(out []Event, t transition, observed time.Time) 
 		if d := t.detail; d != nil && !t.sandbox {
 			ev.Image, ev.Attempt = d.image, &d.attempt
 			// Only an exit the runtime reported: a container that vanished
-			// unseen dies without one.
-			if typ == ContainerDied && t.new == stateExited && d.exited {
+			// unseen dies without one, its detail being of its start. A
+			// folded Died (subscription) keeps the exit it folded in.
+			if typ == ContainerDied && d.exited {
 				ev.ExitCode, ev.Reason, ev.Message = &d.exitCode, d.reason, d.message
 				if ev.FinishedAt.IsZero() {
 					ev.FinishedAt = criTime(d.finished)
