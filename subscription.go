@@ -68,7 +68,22 @@ type podChange struct {
 
 // events returns the change as the events the kubelet would send, in order.
 func (c *podChange) events() []Event {
-	var out []Event
+	// Sized at once: an Event is some 250 bytes, and growing the slice
+	// by appending would allocate it about twice over.
+	n := 0
+	for _, t := range c.transitions {
+		n += deliverable(t.old, t.new)
+	}
+	if c.podSync {
+		n++
+	}
+	if c.conditionMet {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Event, 0, n)
 	for _, t := range c.transitions {
 		out = c.appendTransition(out, t, c.observed)
 	}
