@@ -37,6 +37,7 @@ func (g *Generator) stage(out *outbox, rec *podRecord, change *podChange, status
 		return
 	}
 	change.transitions = ranWhileAway(change.transitions, status)
+	withDetails(rec, change.transitions, status)
 	for i := range change.transitions {
 		t := &change.transitions[i]
 		g.log.Debug(
@@ -148,6 +149,37 @@ func ranWhileAway(ts []transition, status *runtime.PodStatus) []transition {
 		out = append(out, t)
 	}
 	return out
+}
+
+// withDetails gives each container transition the container's status as
+// inspected for the change, the one status in the cache when the events
+// are delivered, and keeps it in the record for the container's removal.
+// A transition whose container the status does not hold keeps what the
+// record had. One allocation per change, whatever its size.
+func withDetails(rec *podRecord, ts []transition, status *runtime.PodStatus) {
+	if status == nil {
+		return
+	}
+	var details []detail
+	for i := range ts {
+		t := &ts[i]
+		if t.sandbox {
+			continue
+		}
+		c := status.FindContainerByID(t.id)
+		if c == nil {
+			continue
+		}
+		if details == nil {
+			details = make([]detail, len(ts))
+		}
+		d := &details[i]
+		d.set(c)
+		t.detail = d
+		if e := findContainer(rec.old, t.id); e != nil {
+			e.detail = d
+		}
+	}
 }
 
 func findSandbox(status *runtime.PodStatus, id string) *runtimeapi.PodSandboxStatus {

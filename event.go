@@ -55,10 +55,39 @@ type Event struct {
 	AfterRestart bool
 	// StartedAt and FinishedAt are the container's own start and finish
 	// times as the runtime reports them, set on events found after a
-	// restart, whose Observed says only when they were found; zero where
-	// the runtime reports none.
+	// restart, whose Observed says only when they were found; FinishedAt
+	// is also set on every ContainerDied of a container the runtime
+	// reported exited. Zero where the runtime reports none.
 	StartedAt  time.Time
 	FinishedAt time.Time
+
+	// The fields below come from the container status the generator
+	// inspected before delivering the event, never from a later call, and
+	// are left empty where that status has nothing to say: sandboxes have
+	// no image, attempt or exit code, and a container that vanished
+	// without having been seen exited has no status at all. Pointers are
+	// shared by every subscriber of the event: read, do not modify.
+
+	// Image is the container's image as the runtime reports it in its
+	// status, CRI's image.image, else image_ref: CRI-O reports the
+	// reference the container was created from, as in the pod spec
+	// ("nginx:1.27"), containerd the image's first tag, which is the same
+	// unless the image has several. Set on container events (Started,
+	// Died and, where the container was seen before, Removed).
+	Image string
+	// Attempt is the container's restart attempt, the CRI metadata's
+	// attempt: 0 for a container's first run, one more for each
+	// restart; nil where unknown.
+	Attempt *uint32
+	// ExitCode, Reason and Message say why a container died: its exit
+	// code, the runtime's reason ("Completed", "Error", "OOMKilled", …)
+	// and its message, as the runtime reports them in the status of the
+	// exited container. Set on ContainerDied only; ExitCode is nil where
+	// the runtime reported no exit (a sandbox, a container that
+	// vanished), so that 0 means the container exited 0.
+	ExitCode *int32
+	Reason   string
+	Message  string
 }
 
 // state is a container or sandbox state as the generator compares them.

@@ -5,6 +5,7 @@ package pleg
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -445,14 +446,16 @@ func TestCacheGlobalTimeAfterEveryPod(t *testing.T) {
 func TestEventCarriesPodAndContainerNames(t *testing.T) {
 	e := newEnv(t, fakeruntime.New(fakeruntime.Pod{UID: "u1", Name: "web", Namespace: "shop",
 		Sandboxes:  []fakeruntime.Sandbox{sbx("s1", ready)},
-		Containers: []fakeruntime.Container{{ID: "c1", Name: "nginx", State: running}},
+		Containers: []fakeruntime.Container{{ID: "c1", Name: "nginx", State: running, Image: "nginx:1.27", Attempt: 1}},
 	}))
 	events := e.relist()
+	attempt := uint32(1)
 	want := []Event{
-		{Type: ContainerStarted, PodUID: "u1", PodName: "web", PodNamespace: "shop", ContainerID: "c1", ContainerName: "nginx", Observed: e.clock.Now()},
+		{Type: ContainerStarted, PodUID: "u1", PodName: "web", PodNamespace: "shop", ContainerID: "c1", ContainerName: "nginx", Observed: e.clock.Now(),
+			Image: "nginx:1.27", Attempt: &attempt},
 		{Type: ContainerStarted, PodUID: "u1", PodName: "web", PodNamespace: "shop", ContainerID: "s1", Sandbox: true, Observed: e.clock.Now()},
 	}
-	if !slices.Equal(events, want) {
+	if !reflect.DeepEqual(events, want) {
 		t.Errorf("events:\n got  %+v\n want %+v", events, want)
 	}
 }

@@ -4,6 +4,7 @@
 package pleg
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,35 @@ type entry struct {
 	// The list item, for inspection; only set in podRecord.cur.
 	sb *runtimeapi.PodSandbox
 	c  *runtimeapi.Container
+
+	// detail is what the container's last inspected status told, kept
+	// so that its removal, which has no status, can still name its image.
+	detail *detail
+}
+
+// detail is what a container's inspected status tells its events (see
+// Event). It is never changed once made: events and records share it.
+type detail struct {
+	image   string
+	attempt uint32
+	// exited is set when the status is of an exited container; the
+	// exit fields mean something only then.
+	exited          bool
+	exitCode        int32
+	reason, message string
+	finished        int64 // CRI nanoseconds; 0 for none
+}
+
+// set fills d from a container's status.
+func (d *detail) set(c *runtimeapi.ContainerStatus) {
+	*d = detail{
+		image:   cmp.Or(c.GetImage().GetImage(), c.GetImageRef()),
+		attempt: c.GetMetadata().GetAttempt(),
+	}
+	if c.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+		d.exited, d.exitCode, d.reason, d.message = true, c.GetExitCode(), c.GetReason(), c.GetMessage()
+		d.finished = c.GetFinishedAt()
+	}
 }
 
 // compareEntries orders a pod's sandboxes before its containers, each by
@@ -50,6 +80,10 @@ type transition struct {
 	// container's own times (CRI nanoseconds), where the runtime has them.
 	afterRestart      bool
 	started, finished int64
+	// detail is the container's status as inspected for this change, or
+	// as last inspected for a removal; nil for sandboxes and where none
+	// was seen.
+	detail *detail
 }
 
 // podRecord is what the generator remembers of one pod: its containers as
@@ -140,7 +174,7 @@ func (r *podRecord) transitions() []transition {
 				now = c.state
 			}
 			if now != o.state {
-				out = append(out, transition{id: o.id, name: o.name, sandbox: o.sandbox, old: o.state, new: now})
+				out = append(out, transition{id: o.id, name: o.name, sandbox: o.sandbox, old: o.state, new: now, detail: o.detail})
 			}
 		}
 	}
@@ -167,6 +201,21 @@ func find(entries []entry, e *entry) (*entry, bool) {
 	return &entries[i], true
 }
 
+// findContainer is find for container id, without a key that escapes
+// to the heap.
+func findContainer(entries []entry, id string) *entry {
+	i, ok := slices.BinarySearchFunc(entries, id, func(x entry, id string) int {
+		if x.sandbox {
+			return -1 // sandboxes sort first
+		}
+		return strings.Compare(x.id, id)
+	})
+	if !ok {
+		return nil
+	}
+	return &entries[i]
+}
+
 // knows reports whether the record has the container or sandbox id, as
 // known before or as just listed.
 func (r *podRecord) knows(id string, sandbox bool) bool {
@@ -186,6 +235,14 @@ func (r *podRecord) sees(id string, sandbox bool) (known, listed bool) {
 // items are dropped from it so the record does not pin old lists in memory.
 func (r *podRecord) advance() {
 	r.restored = false
+	for i := range r.cur {
+		// A list makes new entries: the containers' details go on.
+		if c := &r.cur[i]; c.detail == nil && !c.sandbox {
+			if o, ok := find(r.old, c); ok {
+				c.detail = o.detail
+			}
+		}
+	}
 	r.old, r.cur = r.cur, r.old[:0]
 	for i := range r.old {
 		r.old[i].sb, r.old[i].c = nil, nil

@@ -39,6 +39,18 @@ func (r podRef) appendTransition(out []Event, t transition, observed time.Time) 
 		if t.afterRestart {
 			ev.AfterRestart, ev.StartedAt, ev.FinishedAt = true, criTime(t.started), criTime(t.finished)
 		}
+		if d := t.detail; d != nil && !t.sandbox {
+			ev.Image, ev.Attempt = d.image, &d.attempt
+			// Only an exit the runtime reported: a container that vanished
+			// unseen dies without one, its detail being of its start. A
+			// folded Died (subscription) keeps the exit it folded in.
+			if typ == ContainerDied && d.exited {
+				ev.ExitCode, ev.Reason, ev.Message = &d.exitCode, d.reason, d.message
+				if ev.FinishedAt.IsZero() {
+					ev.FinishedAt = criTime(d.finished)
+				}
+			}
+		}
 		out = append(out, ev)
 	}
 	return out
@@ -56,7 +68,22 @@ type podChange struct {
 
 // events returns the change as the events the kubelet would send, in order.
 func (c *podChange) events() []Event {
-	var out []Event
+	// Sized at once: an Event is some 250 bytes, and growing the slice
+	// by appending would allocate it about twice over.
+	n := 0
+	for _, t := range c.transitions {
+		n += deliverable(t.old, t.new)
+	}
+	if c.podSync {
+		n++
+	}
+	if c.conditionMet {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Event, 0, n)
 	for _, t := range c.transitions {
 		out = c.appendTransition(out, t, c.observed)
 	}
@@ -346,6 +373,10 @@ func (p *pendingPod) fold(i int, t transition) (coalesced int) {
 	}
 	net := sl.ts[0]
 	net.new, net.name = t.new, t.name
+	if t.detail != nil {
+		// What the container's latest status said, exit included.
+		net.detail = t.detail
+	}
 	coalesced = max(0, before-deliverable(net.old, net.new))
 	sl.ts, sl.change = append(sl.ts[:0], net), p.changes
 	if net.old == net.new {

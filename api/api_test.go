@@ -268,8 +268,11 @@ func TestEventsLiveWithFilters(t *testing.T) {
 
 func TestEventsLineFormat(t *testing.T) {
 	f := newFixture(t, Options{})
+	attempt, exit := uint32(0), int32(137)
 	journaltest.Append(f.journal, pleg.Event{Type: pleg.ContainerDied, PodUID: "u1", PodName: "web", PodNamespace: "shop",
-		ContainerID: "c1", ContainerName: "nginx", Observed: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)})
+		ContainerID: "c1", ContainerName: "nginx", Observed: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC),
+		FinishedAt: time.Date(2026, 11, 21, 9, 59, 59, 987000000, time.UTC), Image: "nginx:1.27", Attempt: &attempt,
+		ExitCode: &exit, Reason: "OOMKilled"})
 	journaltest.Append(f.journal, pleg.Event{Type: pleg.PodSync, PodUID: "u1", PodName: "web", PodNamespace: "shop", Observed: t0})
 	_, r := f.stream(t, "?since=999")
 	var lines bytes.Buffer
@@ -498,4 +501,25 @@ func TestHealthzVerboseAndMode(t *testing.T) {
 	}
 	resp, body = f.get(t, "/healthz?verbos")
 	assertError(t, resp, body, 400, `unknown query parameter "verbos"`)
+}
+
+// An exit code of 0 is told as 0; one the runtime did not report is not
+// told at all.
+func TestEventExitCodeZeroIsNotUnknown(t *testing.T) {
+	zero := int32(0)
+	for _, tc := range []struct {
+		ev   pleg.Event
+		want string
+	}{
+		{pleg.Event{Type: pleg.ContainerDied, ExitCode: &zero, Reason: "Completed"}, `"exitCode":0,"reason":"Completed"`},
+		{pleg.Event{Type: pleg.ContainerDied}, `"type":"ContainerDied"}`},
+	} {
+		data, err := json.Marshal(NewEvent(1, tc.ev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), tc.want) {
+			t.Errorf("%s: want %s in it", data, tc.want)
+		}
+	}
 }

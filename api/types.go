@@ -52,7 +52,23 @@ type Event struct {
 	// then the container's own times, where the runtime reports them.
 	AfterRestart bool       `json:"afterRestart,omitempty"`
 	StartedAt    *time.Time `json:"startedAt,omitempty"`
-	FinishedAt   *time.Time `json:"finishedAt,omitempty"`
+	// FinishedAt is also the container's own finish time on every
+	// ContainerDied whose container the runtime reported exited.
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+
+	// Image and Attempt are the container's image, as the runtime reports
+	// it (see pleg.Event.Image) and as Container.Image shows it, and
+	// its restart attempt (CRI metadata's attempt, 0 for the first run),
+	// on container events whose container's status pleg inspected.
+	// ExitCode, Reason ("Completed", "Error", "OOMKilled", …) and Message
+	// say why it died, on a ContainerDied the runtime reported an exit
+	// for. All are absent where the runtime reported nothing: sandboxes,
+	// and a container that vanished without being seen exited.
+	Image    string  `json:"image,omitempty"`
+	Attempt  *uint32 `json:"attempt,omitempty"`
+	ExitCode *int32  `json:"exitCode,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	Message  string  `json:"message,omitempty"`
 
 	// From and To bound the missing sequence numbers of a Gap, inclusive;
 	// the stream goes on after To. From is above To for a client whose
@@ -69,6 +85,7 @@ func NewEvent(seq uint64, ev pleg.Event) Event {
 		PodUID: ev.PodUID, PodName: ev.PodName, PodNamespace: ev.PodNamespace,
 		ContainerID: ev.ContainerID, ContainerName: ev.ContainerName, Sandbox: ev.Sandbox,
 		AfterRestart: ev.AfterRestart, StartedAt: utc(ev.StartedAt), FinishedAt: utc(ev.FinishedAt),
+		Image: ev.Image, Attempt: ev.Attempt, ExitCode: ev.ExitCode, Reason: ev.Reason, Message: ev.Message,
 	}
 }
 

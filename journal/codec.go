@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"time"
 
 	"github.com/plegkit/pleg"
@@ -21,6 +22,13 @@ import (
 // the payload's CRC-32C (uint32), then the payload: a record type byte and
 // its body. Integers in bodies are varints; strings are a length and bytes;
 // times are nanoseconds since the epoch, 0 for none.
+//
+// From format version 3 an event ends with what the container's status
+// said: its image (a string), a byte whose bit 1 tells an attempt follows
+// and bit 2 an exit code, the attempt (uvarint) and the exit code
+// (varint) where told, then the reason and the message (strings). A
+// version-2 event ends after its times; it decodes with those fields
+// empty. A segment holds one version: every run starts a new one.
 //
 // A checkpoint ends, from format version 2, with the runtime the store
 // describes: its endpoint, name and version (three strings, empty where
@@ -36,8 +44,9 @@ const (
 	magic = "PLEGJRNL"
 	// formatVersion is the version this code writes; it reads it and
 	// every older one. A segment of a higher version was written by a
-	// newer pleg. 2 added the runtime to checkpoints.
-	formatVersion = 2
+	// newer pleg. 2 added the runtime to checkpoints, 3 the container's
+	// image, attempt and exit to events.
+	formatVersion = 3
 	headerSize    = 16
 	frameSize     = 8
 	// maxRecord bounds a record's payload: a checkpoint of 10,000 pods is
@@ -77,20 +86,22 @@ func header() []byte {
 // errNewer is the error of a segment written by a newer version.
 var errNewer = errors.New("written by a newer version of pleg")
 
-func checkHeader(h []byte) error {
+// checkHeader checks a segment's header and returns its format version.
+func checkHeader(h []byte) (version uint16, err error) {
 	if len(h) < headerSize {
-		return fmt.Errorf("header cut short at %d bytes", len(h))
+		return 0, fmt.Errorf("header cut short at %d bytes", len(h))
 	}
 	if string(h[:8]) != magic {
-		return errors.New("not a pleg journal segment (bad magic)")
+		return 0, errors.New("not a pleg journal segment (bad magic)")
 	}
 	if crc32.Checksum(h[:12], castagnoli) != binary.LittleEndian.Uint32(h[12:]) {
-		return errors.New("header checksum mismatch")
+		return 0, errors.New("header checksum mismatch")
 	}
-	if v := binary.LittleEndian.Uint16(h[8:]); v > formatVersion {
-		return fmt.Errorf("format version %d, this pleg reads %d: %w", v, formatVersion, errNewer)
+	version = binary.LittleEndian.Uint16(h[8:])
+	if version > formatVersion {
+		return 0, fmt.Errorf("format version %d, this pleg reads %d: %w", version, formatVersion, errNewer)
 	}
-	return nil
+	return version, nil
 }
 
 // frame appends to buf the frame of a record whose payload is built by
@@ -147,6 +158,12 @@ const (
 	flagAfterRestart = 2
 )
 
+// What a version-3 event's presence byte tells follows.
+const (
+	hasAttempt  = 1
+	hasExitCode = 2
+)
+
 func appendEvent(b []byte, ev *pleg.Event) []byte {
 	b = appendString(b, string(ev.Type))
 	b = appendString(b, ev.PodUID)
@@ -164,7 +181,24 @@ func appendEvent(b []byte, ev *pleg.Event) []byte {
 	b = append(b, flags)
 	b = appendTime(b, ev.Observed)
 	b = appendTime(b, ev.StartedAt)
-	return appendTime(b, ev.FinishedAt)
+	b = appendTime(b, ev.FinishedAt)
+	b = appendString(b, ev.Image)
+	var has byte
+	if ev.Attempt != nil {
+		has |= hasAttempt
+	}
+	if ev.ExitCode != nil {
+		has |= hasExitCode
+	}
+	b = append(b, has)
+	if ev.Attempt != nil {
+		b = binary.AppendUvarint(b, uint64(*ev.Attempt))
+	}
+	if ev.ExitCode != nil {
+		b = binary.AppendVarint(b, int64(*ev.ExitCode))
+	}
+	b = appendString(b, ev.Reason)
+	return appendString(b, ev.Message)
 }
 
 var itemStates = []pleg.ItemState{pleg.ItemRunning, pleg.ItemExited, pleg.ItemUnknown}
@@ -269,6 +303,8 @@ type decoder struct {
 	// strs, if set, interns the strings read: a store names the same
 	// pods, namespaces and types over and over.
 	strs map[string]string
+	// version is the format version of the segment read.
+	version uint16
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -372,6 +408,30 @@ func (d *decoder) event() pleg.Event {
 	flags := d.byte()
 	ev.Sandbox, ev.AfterRestart = flags&flagSandbox != 0, flags&flagAfterRestart != 0
 	ev.Observed, ev.StartedAt, ev.FinishedAt = d.time(), d.time(), d.time()
+	if d.version >= 3 {
+		ev.Image = d.string()
+		has := d.byte()
+		if has&^(hasAttempt|hasExitCode) != 0 {
+			d.fail("unknown event fields %#x", has)
+		}
+		if has&hasAttempt != 0 {
+			a := d.uvarint()
+			if a > math.MaxUint32 {
+				d.fail("attempt %d out of range", a)
+			}
+			attempt := uint32(a)
+			ev.Attempt = &attempt
+		}
+		if has&hasExitCode != 0 {
+			c := d.varint()
+			if c < math.MinInt32 || c > math.MaxInt32 {
+				d.fail("exit code %d out of range", c)
+			}
+			code := int32(c)
+			ev.ExitCode = &code
+		}
+		ev.Reason, ev.Message = d.string(), d.string()
+	}
 	switch ev.Type {
 	case pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet:
 	default:
@@ -423,14 +483,14 @@ type record struct {
 	checkpoint checkpoint
 }
 
-// decodeRecord decodes a record's payload, interning its strings in strs
-// if set.
-func decodeRecord(payload []byte, strs map[string]string) (record, error) {
+// decodeRecord decodes a record's payload, of a segment of format
+// version, interning its strings in strs if set.
+func decodeRecord(payload []byte, version uint16, strs map[string]string) (record, error) {
 	if len(payload) == 0 {
 		return record{}, errors.New("empty record")
 	}
 	r := record{typ: payload[0]}
-	d := &decoder{b: payload[1:], strs: strs}
+	d := &decoder{b: payload[1:], strs: strs, version: version}
 	switch r.typ {
 	case recOpen:
 		r.boot, r.at = d.string(), d.time()

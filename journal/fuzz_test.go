@@ -18,7 +18,7 @@ func FuzzDecode(f *testing.F) {
 	seg := appendCheckpoint(header(), &checkpoint{origin: 5, next: 7, reserved: 9, pods: []pleg.PodReport{report("p", "a", "b")}})
 	seg = appendOpen(seg, "boot", testNow)
 	seg = appendReserve(seg, 100)
-	seg = appendBatch(seg, 7, []pleg.Event{ev, event(2)}, []pleg.PodReport{report("p", "a"), {UID: "q"}})
+	seg = appendBatch(seg, 7, []pleg.Event{ev, event(2), detailed(1), detailed(2)}, []pleg.PodReport{report("p", "a"), {UID: "q"}})
 	seg = appendGap(seg, 9, 12)
 	seg = appendClose(seg)
 	f.Add(seg)
@@ -38,7 +38,7 @@ func FuzzDecode(f *testing.F) {
 			if err != nil {
 				return
 			}
-			r, err := decodeRecord(payload, map[string]string{})
+			r, err := decodeRecord(payload, formatVersion, map[string]string{})
 			if err != nil {
 				return
 			}

@@ -180,7 +180,8 @@ func readSegmentFile(path string) ([]byte, error) {
 // short or does not check ends the log (newest says where); the caller
 // decides whether that is a killed write or damage. Elsewhere it is damage.
 func (rs *recovered) replay(name string, data []byte, newest bool) error {
-	if err := checkHeader(data); err != nil {
+	version, err := checkHeader(data)
+	if err != nil {
 		if newest && len(data) < headerSize {
 			// Created, then killed before its header was written whole.
 			rs.segments = append(rs.segments, segment{name: name})
@@ -198,7 +199,7 @@ func (rs *recovered) replay(name string, data []byte, newest bool) error {
 		payload, n, err := nextRecord(data[off:])
 		if err == nil {
 			var r record
-			if r, err = decodeRecord(payload, rs.strs); err == nil {
+			if r, err = decodeRecord(payload, version, rs.strs); err == nil {
 				err = rs.apply(&seg, r, first)
 			}
 		}

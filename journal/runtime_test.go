@@ -175,11 +175,13 @@ func TestFormatVersion1StillOpens(t *testing.T) {
 	}
 }
 
-// asVersion1 rewrites a segment as format version 1 wrote it: header
-// version 1, and checkpoints without the runtime (here three empty
-// strings, one byte each), their frames and checksums redone.
+// asVersion1 rewrites a segment as format version 1 wrote it: as version
+// 2 did (asVersion2), then header version 1, and checkpoints without the
+// runtime (here three empty strings, one byte each), their frames and
+// checksums redone.
 func asVersion1(t *testing.T, data []byte) []byte {
 	t.Helper()
+	data = asVersion2(t, data)
 	h := append([]byte(nil), data[:headerSize]...)
 	binary.LittleEndian.PutUint16(h[8:], 1)
 	copy(h[12:], crcBytes(h[:12]))

@@ -72,7 +72,16 @@ func containerColumn(ev api.Event) string {
 	case ev.Sandbox:
 		return "(sandbox) " + termsafe.String(shortID(ev.ContainerID, false))
 	default:
-		return termsafe.String(ev.ContainerName + " " + shortID(ev.ContainerID, false))
+		col := ev.ContainerName + " " + shortID(ev.ContainerID, false)
+		if ev.ExitCode != nil {
+			// Why it died, as /v1/pods says it; the image and attempt
+			// are in -o json, too long for a line.
+			col += fmt.Sprintf(" exit %d", *ev.ExitCode)
+			if ev.Reason != "" {
+				col += " (" + ev.Reason + ")"
+			}
+		}
+		return termsafe.String(col)
 	}
 }
 

@@ -50,13 +50,22 @@ func at(d time.Duration) *time.Time {
 
 func code(n int32) *int32 { return &n }
 
+func attempt(n uint32) *uint32 { return &n }
+
 func testEvents() []api.Event {
 	return []api.Event{
 		{Seq: 1001, Time: t0.Add(1234 * time.Millisecond), Type: "ContainerStarted", PodUID: "u1", PodName: "web-0", PodNamespace: "shop", ContainerID: "4f1c2b3a5d6e7f8091a2b3c4d5e6f708", ContainerName: "nginx"},
 		{Seq: 1002, Time: t0.Add(2 * time.Second), Type: "ContainerStarted", PodUID: "u1", PodName: "web-0", PodNamespace: "shop", ContainerID: "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d", Sandbox: true},
-		{Seq: 1003, Time: t0.Add(3 * time.Second), Type: "ContainerDied", PodUID: "u2", PodName: "db-0", PodNamespace: "data", ContainerID: "c0ffee", ContainerName: "postgres"},
-		{Seq: 1004, Time: t0.Add(4 * time.Second), Type: "PodSync", PodUID: "u2", PodName: "db-0", PodNamespace: "data"},
-		{Seq: 1010, Time: t0.Add(5 * time.Second), Type: api.TypeGap, From: 1005, To: 1010},
+		{Seq: 1003, Time: t0.Add(3 * time.Second), Type: "ContainerDied", PodUID: "u2", PodName: "db-0", PodNamespace: "data", ContainerID: "c0ffee", ContainerName: "postgres",
+			FinishedAt: at(2500 * time.Millisecond), Image: "postgres:17", Attempt: attempt(2), ExitCode: code(3), Reason: "Error", Message: "exit status 3"},
+		{Seq: 1004, Time: t0.Add(3 * time.Second), Type: "ContainerDied", PodUID: "u1", PodName: "web-0", PodNamespace: "shop", ContainerID: "4f1c2b3a5d6e7f8091a2b3c4d5e6f708", ContainerName: "nginx",
+			FinishedAt: at(2900 * time.Millisecond), Image: "nginx:1.27", Attempt: attempt(0), ExitCode: code(137), Reason: "OOMKilled"},
+		{Seq: 1005, Time: t0.Add(3 * time.Second), Type: "ContainerDied", PodUID: "u1", PodName: "web-0", PodNamespace: "shop", ContainerID: "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d", Sandbox: true},
+		// Vanished without being seen exited: no exit.
+		{Seq: 1006, Time: t0.Add(3 * time.Second), Type: "ContainerDied", PodUID: "u3", PodName: "job-x", PodNamespace: "data", ContainerID: "d00d", ContainerName: "job",
+			Image: "job:1", Attempt: attempt(0)},
+		{Seq: 1007, Time: t0.Add(4 * time.Second), Type: "PodSync", PodUID: "u2", PodName: "db-0", PodNamespace: "data"},
+		{Seq: 1010, Time: t0.Add(5 * time.Second), Type: api.TypeGap, From: 1008, To: 1010},
 		// The client's own, when the daemon refused to resume.
 		{Time: t0.Add(6 * time.Second), Type: api.TypeGap, From: 1011},
 	}
@@ -138,8 +147,9 @@ func TestControlCharactersAreEscaped(t *testing.T) {
 		override = "evil\u202etxt.exe" // right-to-left override
 	)
 	name := "web" + clearScr + title + csi
-	ev := api.Event{Seq: 1, Time: t0, Type: "ContainerStarted", PodUID: "u1", PodName: override, PodNamespace: "shop\tx",
-		ContainerID: "c0ffee\x07", ContainerName: name}
+	ev := api.Event{Seq: 1, Time: t0, Type: "ContainerDied", PodUID: "u1", PodName: override, PodNamespace: "shop\tx",
+		ContainerID: "c0ffee\x07", ContainerName: name, ExitCode: code(1), Reason: "Error" + clearScr, Message: title,
+		Image: "img" + csi}
 	list := api.PodList{Pods: []api.Pod{{UID: "u1", Name: override, Namespace: "shop", Error: "bad\x1b[1A\r\x00\xff",
 		Sandboxes:  []api.Sandbox{{ID: "sb\x1b", State: "ready"}},
 		Containers: []api.Container{{ID: "c\x1b", Name: name, State: "exited", ExitCode: code(1), Reason: "Error" + clearScr}}}}}
@@ -177,7 +187,7 @@ func TestControlCharactersAreEscaped(t *testing.T) {
 		}
 	}
 	for what, want := range map[string]string{
-		"watch json=false": `web\x1b[2J\x1b[H\x1b]0;pwned\a\u009b31m c0ffee\a`,
+		"watch json=false": `web\x1b[2J\x1b[H\x1b]0;pwned\a\u009b31m c0ffee\a exit 1 (Error\x1b[2J\x1b[H)`,
 		"watch json=true":  `"podName":"evil\u202etxt.exe"`,
 		"pods table":       `evil\u202etxt.exe`,
 		"pods json":        `\u009b31m`,

@@ -29,7 +29,9 @@ func newWatchCommand(g *global) *cobra.Command {
 		Use:   "watch",
 		Short: "Print pod lifecycle events as they happen",
 		Long: `Watch prints pod lifecycle events as a table (TIME TYPE NAMESPACE/POD
-CONTAINER), or with -o json the objects of GET /v1/events, one a line.
+CONTAINER, a death with its exit code and reason), or with -o json the
+objects of GET /v1/events, one a line, which also carry the container's
+image, restart attempt, finish time and the runtime's message.
 
 Without --server it runs a generator itself against --runtime-endpoint: its
 first relist finds every container already there and prints it as

@@ -43,6 +43,9 @@ type ContainerSpec struct {
 	Attempt uint32 // restart count, also the restartCount annotation
 	// Annotations are added to the kubelet's.
 	Annotations map[string]string
+	// MemoryLimit, in bytes, caps the container's memory and swap, as a
+	// pod's limit does; 0 for none.
+	MemoryLimit int64
 }
 
 func (in *Instance) podLogDir(pod PodSpec) string {
@@ -135,6 +138,12 @@ func (in *Instance) CreateContainer(
 				NamespaceOptions: hostNetwork(),
 			},
 		},
+	}
+	if c.MemoryLimit > 0 {
+		// Swap as much as memory: none beyond it, so the limit is hit.
+		cfg.Linux.Resources = &runtimeapi.LinuxContainerResources{
+			MemoryLimitInBytes: c.MemoryLimit, MemorySwapLimitInBytes: c.MemoryLimit,
+		}
 	}
 	resp, err := in.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId:  sandboxID,

@@ -59,7 +59,9 @@ type Container struct {
 	CreatedAt int64
 	ExitCode  int32
 	Reason    string
-	Image     string
+	// Message is the exited container's status message.
+	Message string
+	Image   string
 }
 
 // Snapshot is the whole state of a fake runtime: what it lists and what it
@@ -189,7 +191,7 @@ func buildContainer(p Pod, c Container) (*runtimeapi.Container, *runtimeapi.Cont
 	if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		st.FinishedAt = c.CreatedAt + 2
 		st.ExitCode = c.ExitCode
-		st.Reason = c.Reason
+		st.Reason, st.Message = c.Reason, c.Message
 		if st.Reason == "" {
 			st.Reason = "Completed"
 			if c.ExitCode != 0 {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -190,6 +191,12 @@ func TestDaemonAgainstRuntime(t *testing.T) {
 		must(t, in.RemoveContainer(ctx(t), job))
 		wait(t, "the job removed", func() bool { return len(all.got()) == 5 })
 
+		// The job's Died says why, as the runtime told it, through the
+		// daemon's journal and API.
+		if died := all.got()[3]; died.ExitCode == nil || *died.ExitCode != 4 || died.Reason != "Error" ||
+			died.Image == "" || died.Attempt == nil || died.FinishedAt == nil {
+			t.Errorf("the job's Died: %+v; want exit code 4, reason Error, an image, attempt 0 and finishedAt", died)
+		}
 		want := []string{"ContainerStarted app", "ContainerStarted ", "ContainerStarted job", "ContainerDied job", "ContainerRemoved job"}
 		got := kinds(all.got())
 		slices.Sort(got[:2]) // a relist orders a new pod's containers before its sandbox, but sandbox and app may come in one relist or two
@@ -200,7 +207,9 @@ func TestDaemonAgainstRuntime(t *testing.T) {
 		// ...and the early client comes back where it left.
 		resumed := readEvents(t, d, client.EventsRequest{Filter: ofPod.Filter, Since: resumeAfter})
 		wait(t, "the resumed client caught up", func() bool { return len(resumed.got()) == 3 })
-		if joined := append(early.got(), resumed.got()...); !slices.Equal(joined, all.got()) {
+		// DeepEqual: events hold pointers (attempt, exit code), equal
+		// when what they point to is.
+		if joined := append(early.got(), resumed.got()...); !reflect.DeepEqual(joined, all.got()) {
 			t.Errorf("resumed stream: %v then %v, want exactly %v", kinds(early.got()), kinds(resumed.got()), kinds(all.got()))
 		}
 

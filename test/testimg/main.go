@@ -12,6 +12,7 @@
 //	sleep <duration>           exit 0 after the Go duration, or at once on SIGTERM/SIGINT
 //	exit <code> [<delay>]      exit with code after the optional delay (default 0)
 //	crashloop <code> <delay>   the same as exit; the name makes restart tests read well
+//	oom                        allocate and touch memory until the OOM killer kills it
 //
 // No argument means pause. In the exit and crashloop modes SIGTERM or SIGINT
 // ends the delay early and the program exits with the given code.
@@ -62,6 +63,9 @@ func main() {
 		fmt.Println("testimg:", mode, code, d)
 		wait(sig, d)
 		os.Exit(code)
+	case mode == "oom" && len(args) == 1:
+		fmt.Println("testimg: oom")
+		hog(sig)
 	default:
 		usage(fmt.Errorf("bad arguments %q", args))
 	}
@@ -78,10 +82,30 @@ func wait(sig <-chan os.Signal, d time.Duration) {
 	}
 }
 
+// hog allocates memory a MiB at a time and writes every page of it, so
+// that it is charged to the container, until the kernel kills it. Past
+// 512 MiB, more than a test's limit, it stops and waits: a container
+// without its limit fails its test, not the machine. A signal ends it
+// with 0, so a test can tell that the OOM killer did not.
+func hog(sig <-chan os.Signal) {
+	var held [][]byte
+	for len(held) < 512 {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		held = append(held, b)
+	}
+	fmt.Println("testimg: holding", len(held), "MiB and not killed")
+	s := <-sig
+	fmt.Println("testimg: got", s)
+	os.Exit(0)
+}
+
 func usage(err error) {
 	fmt.Fprintf(
 		os.Stderr,
-		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay>]\n",
+		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay> | oom]\n",
 		err,
 	)
 	os.Exit(2)
