@@ -249,7 +249,7 @@ func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
 
 // Stop stops the kubelet (SIGTERM), unmounts its pods' volumes and
 // removes its directory. Its pods go on running in the runtime: stopping
-// the runtime removes them.
+// the runtime removes them, and then RemoveKubepods their cgroups.
 func (k *Kubelet) Stop() error {
 	var errs []error
 	if k.proc != nil {
@@ -264,7 +264,7 @@ func (k *Kubelet) cleanup() error {
 			_ = os.WriteFile(filepath.Join(os.TempDir(), filepath.Base(k.dir)+".log"), data, 0o644)
 		}
 	}
-	errs := []error{runtimetest.UnmountBelow(k.dir), os.RemoveAll(k.dir), removeKubepods()}
+	errs := []error{runtimetest.UnmountBelow(k.dir), os.RemoveAll(k.dir)}
 	for e := range logEntries() {
 		if !k.logsBefore[e] {
 			errs = append(errs, os.RemoveAll(e))
@@ -273,10 +273,10 @@ func (k *Kubelet) cleanup() error {
 	return errors.Join(errs...)
 }
 
-// removeKubepods removes the cgroups a kubelet made for its pods (the
-// cgroupfs driver's kubepods, in every v1 hierarchy), deepest first, once
-// their pods are gone; one that still holds a process stays.
-func removeKubepods() error {
+// RemoveKubepods removes the cgroups a kubelet made for its pods (the
+// cgroupfs driver's kubepods, in every v1 hierarchy), deepest first: call
+// it once the kubelet has stopped and the runtime has removed its pods.
+func RemoveKubepods() error {
 	roots, err := filepath.Glob("/sys/fs/cgroup/*/kubepods")
 	if err != nil {
 		return err

@@ -160,6 +160,12 @@ func startCluster(t *testing.T) *cluster {
 	}
 	versions := runtimetest.DefaultContainerdVersions
 	spec := runtimetest.Spec{Kind: runtimetest.Containerd, Version: versions[len(versions)-1]}
+	// Last of all, once the runtime has removed the pods: their cgroups.
+	t.Cleanup(func() {
+		if err := kubetest.RemoveKubepods(); err != nil {
+			t.Error(err)
+		}
+	})
 	c.runtime, err = runtimetest.Start(ctx, spec, runtimetest.Options{Logf: logf, PodNetwork: podNetwork, KeepLogs: true})
 	if err != nil {
 		unavailable(t, err)

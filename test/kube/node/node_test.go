@@ -159,19 +159,26 @@ func (c *cluster) eventsMatchTheKubelet(t *testing.T, ctx context.Context, f *fo
 
 	// pleg names each pod as the kubelet does, and reports the removal
 	// of the deleted pod's sandbox and container, which the kubelet's log
-	// never shows.
+	// never shows: its garbage collection removes them within a minute
+	// or two.
 	removed := map[bool]int{}
-	for _, ev := range f.snapshot() {
-		name, ok := c.uids[ev.PodUID]
-		if !ok {
-			continue
+	if err := waitFor(ctx, "ContainerRemoved of the deleted pod's sandbox and container", func() (bool, error) {
+		clear(removed)
+		for _, ev := range f.snapshot() {
+			name, ok := c.uids[ev.PodUID]
+			if !ok {
+				continue
+			}
+			if got := ev.PodNamespace + "/" + ev.PodName; got != name {
+				t.Fatalf("pleg names pod %s %q, the API %q", ev.PodUID, got, name)
+			}
+			if ev.Type == "ContainerRemoved" && ev.PodUID == string(doomed.UID) {
+				removed[ev.Sandbox]++
+			}
 		}
-		if got := ev.PodNamespace + "/" + ev.PodName; got != name {
-			t.Errorf("pleg names pod %s %q, the API %q", ev.PodUID, got, name)
-		}
-		if ev.Type == "ContainerRemoved" && ev.PodUID == string(doomed.UID) {
-			removed[ev.Sandbox]++
-		}
+		return removed[true] >= 1 && removed[false] >= 1, nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if removed[true] != 1 || removed[false] != 1 {
 		t.Errorf("ContainerRemoved of the deleted pod: %d sandbox, %d container; want 1 and 1", removed[true], removed[false])
