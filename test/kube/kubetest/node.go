@@ -125,23 +125,10 @@ type KubeletOptions struct {
 type Kubelet struct {
 	dir, logPath string
 	proc         *process
-	// logsBefore are the entries of the host's pod log directories before
-	// it started: it writes its pods' logs there, wherever its root is.
-	logsBefore map[string]bool
-}
-
-// podLogDirs are where every kubelet keeps its pods' logs.
-var podLogDirs = []string{"/var/log/pods", "/var/log/containers"}
-
-func logEntries() map[string]bool {
-	out := map[string]bool{}
-	for _, d := range podLogDirs {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			out[filepath.Join(d, e.Name())] = true
-		}
-	}
-	return out
+	// cgroupRoot is the kubelet's own cgroup root, in every hierarchy: a
+	// kubelet kills the processes of pod cgroups it does not know, so two
+	// on one machine (two tests) must not share one.
+	cgroupRoot string
 }
 
 // StartKubelet starts a kubelet that registers opts.NodeName with s, in a
@@ -158,7 +145,10 @@ func (s *Server) StartKubelet(ctx context.Context, bin NodeBinaries, opts Kubele
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	k := &Kubelet{dir: dir, logPath: filepath.Join(dir, "kubelet.log"), logsBefore: logEntries()}
+	k := &Kubelet{dir: dir, logPath: filepath.Join(dir, "kubelet.log"), cgroupRoot: "/" + filepath.Base(dir)}
+	if err := makeCgroupRoot(k.cgroupRoot); err != nil {
+		return nil, errors.Join(err, k.cleanup())
+	}
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, errors.Join(err, k.cleanup())
@@ -194,11 +184,12 @@ imageGCLowThresholdPercent: 99
 nodeStatusUpdateFrequency: 10s
 nodeStatusReportFrequency: 10s
 clusterDomain: cluster.local
+cgroupRoot: %[8]q
 staticPodPath: %[6]q
 volumePluginDir: %[7]q
 serializeImagePulls: false
 `, opts.NodeIP, ports[0], ports[1], s.caFile, opts.RuntimeEndpoint,
-		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"))
+		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"), k.cgroupRoot)
 	configPath := filepath.Join(dir, "config.yaml")
 	if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
 		return nil, errors.Join(err, k.cleanup())
@@ -249,7 +240,7 @@ func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
 
 // Stop stops the kubelet (SIGTERM), unmounts its pods' volumes and
 // removes its directory. Its pods go on running in the runtime: stopping
-// the runtime removes them, and then RemoveKubepods their cgroups.
+// the runtime removes them, and then RemoveCgroups their cgroups.
 func (k *Kubelet) Stop() error {
 	var errs []error
 	if k.proc != nil {
@@ -264,25 +255,60 @@ func (k *Kubelet) cleanup() error {
 			_ = os.WriteFile(filepath.Join(os.TempDir(), filepath.Base(k.dir)+".log"), data, 0o644)
 		}
 	}
-	errs := []error{runtimetest.UnmountBelow(k.dir), os.RemoveAll(k.dir)}
-	for e := range logEntries() {
-		if !k.logsBefore[e] {
-			errs = append(errs, os.RemoveAll(e))
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(runtimetest.UnmountBelow(k.dir), os.RemoveAll(k.dir))
 }
 
-// RemoveKubepods removes the cgroups a kubelet made for its pods (the
-// cgroupfs driver's kubepods, in every v1 hierarchy), deepest first: call
-// it once the kubelet has stopped and the runtime has removed its pods.
-func RemoveKubepods() error {
-	roots, err := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+// cgroupHierarchies are the mounted cgroup v1 hierarchies (and the v2
+// one beside them, on a hybrid host).
+func cgroupHierarchies() ([]string, error) {
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() { // cpu and cpuacct are links to cpu,cpuacct
+			out = append(out, filepath.Join("/sys/fs/cgroup", e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// makeCgroupRoot makes the cgroup root in every hierarchy, as the kubelet
+// wants it to exist; in cpuset's, with its parent's CPUs and memory nodes,
+// which a new cpuset cgroup of v1 lacks.
+func makeCgroupRoot(root string) error {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		dir := filepath.Join(h, root)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("kubetest: cgroup root: %w", err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if v, err := os.ReadFile(filepath.Join(h, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
+					return fmt.Errorf("kubetest: cgroup root: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveCgroups removes the kubelet's cgroup root and what it made below
+// (its pods' cgroups), in every hierarchy, deepest first: call it once the
+// kubelet has stopped and the runtime has removed its pods.
+func (k *Kubelet) RemoveCgroups() error {
+	hs, err := cgroupHierarchies()
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, root := range roots {
+	for _, h := range hs {
+		root := filepath.Join(h, k.cgroupRoot)
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {

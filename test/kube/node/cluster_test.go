@@ -143,15 +143,20 @@ func startCluster(t *testing.T) *cluster {
 		}
 	})
 	// What kube-proxy does for the kubernetes Service, which is all a pod
-	// here dials: its cluster IP to the API server.
-	dnat := []string{"-t", "nat", "PREROUTING", "-d", serviceIP + "/32", "-p", "tcp", "--dport", "443",
+	// here dials: its cluster IP to the API server. Marked, so that the
+	// rules of a run that died are found and removed.
+	if err := removeDNAT(iptables); err != nil {
+		unavailable(t, err)
+	}
+	dnat := []string{"-t", "nat", "-I", "PREROUTING", "-d", serviceIP + "/32", "-p", "tcp", "--dport", "443",
+		"-m", "comment", "--comment", dnatComment,
 		"-j", "DNAT", "--to-destination", net.JoinHostPort(gateway, strconv.Itoa(c.server.Port()))}
-	if out, err := exec.Command(iptables, slices.Insert(slices.Clone(dnat), 2, "-A")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(iptables, dnat...).CombinedOutput(); err != nil {
 		unavailable(t, fmt.Errorf("iptables: %w: %s", err, out))
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command(iptables, slices.Insert(slices.Clone(dnat), 2, "-D")...).CombinedOutput(); err != nil {
-			t.Errorf("iptables: %v: %s", err, out)
+		if err := removeDNAT(iptables); err != nil {
+			t.Error(err)
 		}
 	})
 
@@ -162,7 +167,10 @@ func startCluster(t *testing.T) *cluster {
 	spec := runtimetest.Spec{Kind: runtimetest.Containerd, Version: versions[len(versions)-1]}
 	// Last of all, once the runtime has removed the pods: their cgroups.
 	t.Cleanup(func() {
-		if err := kubetest.RemoveKubepods(); err != nil {
+		if c.kubelet == nil {
+			return
+		}
+		if err := c.kubelet.RemoveCgroups(); err != nil {
 			t.Error(err)
 		}
 	})
@@ -205,6 +213,27 @@ func startCluster(t *testing.T) *cluster {
 	}
 	t.Logf("node %s Ready %v after the start", nodeName, time.Since(c.started).Round(time.Second))
 	return c
+}
+
+// dnatComment marks the test's NAT rules.
+const dnatComment = "pleg-test-node"
+
+// removeDNAT deletes every NAT rule marked dnatComment.
+func removeDNAT(iptables string) error {
+	out, err := exec.Command(iptables, "-t", "nat", "-S", "PREROUTING").Output()
+	if err != nil {
+		return fmt.Errorf("iptables -S: %w", err)
+	}
+	for _, rule := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(rule, "-A ") || !strings.Contains(rule, dnatComment) {
+			continue
+		}
+		args := append([]string{"-t", "nat", "-D"}, strings.Fields(strings.TrimPrefix(rule, "-A "))...)
+		if out, err := exec.Command(iptables, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
 }
 
 // waitNode waits until the node satisfies cond.

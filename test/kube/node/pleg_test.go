@@ -286,7 +286,9 @@ func compare(kubelet, pleg []key) (onlyKubelet, onlyPleg, twice []key) {
 			twice = append(twice, k)
 		}
 	}
-	sort := func(ks []key) { slices.SortFunc(ks, func(a, b key) int { return strings.Compare(a.String(), b.String()) }) }
+	sort := func(ks []key) {
+		slices.SortFunc(ks, func(a, b key) int { return strings.Compare(a.String(), b.String()) })
+	}
 	sort(onlyKubelet)
 	sort(onlyPleg)
 	sort(twice)
