@@ -11,9 +11,10 @@
 // The module is never a dependency of pleg's: `go install` refuses it
 // (its go.mod has replace directives), so Build requires it from a
 // scratch module of its own, as internal/runtimetest builds containerd
-// 1.7, and builds it without its service discovery plugins (tag
-// remove_all_sd: tests scrape static targets), which leaves the cloud
-// providers' SDKs and client-go out of the build.
+// 1.7, and builds it without its service discovery plugins but
+// Kubernetes' (tags remove_all_sd and enable_kubernetes_sd: tests scrape
+// static targets, and pods found through a test cluster's API server),
+// which leaves the cloud providers' SDKs out of the build.
 //
 // Typical use:
 //
@@ -45,9 +46,9 @@ const (
 	Version = "v0.316.0"
 )
 
-// buildTags leave out every service discovery mechanism but the static
-// and file ones.
-const buildTags = "remove_all_sd"
+// buildTags leave out every service discovery mechanism but the static,
+// file and Kubernetes ones.
+const buildTags = "remove_all_sd,enable_kubernetes_sd"
 
 // buildTimeout bounds Require's build: about 10 CPU-minutes the first
 // time, so a quarter of an hour on two cores kept busy by other builds.
@@ -124,6 +125,11 @@ func current(b Binaries) error {
 		}
 		if bi.Main.Path != Module || bi.Main.Version != Version {
 			return fmt.Errorf("promtest: %s was built from %s %s, not %s %s", p, bi.Main.Path, bi.Main.Version, Module, Version)
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" && s.Value != buildTags {
+				return fmt.Errorf("promtest: %s was built with tags %s, not %s", p, s.Value, buildTags)
+			}
 		}
 	}
 	return nil
