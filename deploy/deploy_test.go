@@ -10,6 +10,7 @@ package deploy
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -193,7 +194,7 @@ func TestNetworkPolicy(t *testing.T) {
 }
 
 func TestPrometheusRules(t *testing.T) {
-	r, err := promtest.ParseRules(read(t, "prometheus-rules.yaml"))
+	r, err := promtest.ParseRules(read(t, filepath.Join(rulesDir, "prometheus-rules.yaml")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,14 +29,32 @@ type rendered struct {
 	objects []*unstructured.Unstructured
 }
 
+// kubeVersion is the cluster's version the renders are made for, as
+// `helm template --kube-version` has it: one the admission policy
+// (Kubernetes 1.30 and later) renders on. helm's own default in a test
+// binary is 1.20.
+const kubeVersion = "v1.33.0"
+
 // renderChart renders the chart as `helm template` does, for a release
-// named name in namespace, with values over the chart's defaults.
+// named name in namespace, with values over the chart's defaults, for a
+// cluster of kubeVersion.
 func renderChart(name, namespace string, values map[string]any) (rendered, error) {
+	return renderChartFor(kubeVersion, name, namespace, values)
+}
+
+// renderChartFor renders the chart for a cluster of version kube.
+func renderChartFor(kube, name, namespace string, values map[string]any) (rendered, error) {
 	ch, err := loader.LoadDir(chartDir)
 	if err != nil {
 		return rendered{}, err
 	}
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: name, Namespace: namespace, IsInstall: true, Revision: 1}, nil)
+	kv, err := common.ParseKubeVersion(kube)
+	if err != nil {
+		return rendered{}, err
+	}
+	caps := common.DefaultCapabilities.Copy()
+	caps.KubeVersion = *kv
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: name, Namespace: namespace, IsInstall: true, Revision: 1}, caps)
 	if err != nil {
 		return rendered{}, err
 	}
