@@ -254,6 +254,11 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{map[string]any{"podMonitor": map[string]any{"enabeld": true}}, "enabeld"},
 		{map[string]any{"image": map[string]any{"digest": "latest"}}, "digest"},
 		{map[string]any{"kube": map[string]any{"qps": 0}}, "qps"},
+		{map[string]any{"extraArgs": []any{"--relist-threshold=5m"}}, "health.relistThresholdSeconds"},
+		{map[string]any{"prometheusRule": map[string]any{"alerts": map[string]any{"PlegDwon": map[string]any{"enabled": false}}}}, "PlegDwon"},
+		{map[string]any{"prometheusRule": map[string]any{"alerts": map[string]any{"PlegDown": map[string]any{"for": "five minutes"}}}}, "for"},
+		{map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "1.5Gi"}}}, "goMemLimit"},
+		{map[string]any{"securityContext": "privileged"}, "securityContext"},
 	} {
 		_, err := renderChart("pleg", "kube-system", tc.values)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
