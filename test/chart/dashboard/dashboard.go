@@ -38,6 +38,7 @@ const MinGrafana = "10.0"
 // Top is how many nodes a "worst nodes" panel shows, at most, over the
 // whole time range.
 const Top = 20
+
 // The selectors of every query: pleg's series (job="pleg", as the rules
 // select them), of the clusters chosen, and in the drill-down of the nodes
 // chosen. With "All", the variables are ".*", which also matches series
@@ -89,7 +90,7 @@ func New() (dashboard.Dashboard, error) {
 			IconColor("red").
 			// A True series that was not there a minute before: the
 			// condition turned on, or changed its reason.
-			Expr(`pleg_node_condition{`+nodes+`, status="True"} unless pleg_node_condition{`+nodes+`, status="True"} offset 1m`).
+			Expr(`pleg_node_condition{` + nodes + `, status="True"} unless pleg_node_condition{` + nodes + `, status="True"} offset 1m`).
 			Step("1m").
 			TitleFormat("{{instance}}: PLEGDegraded {{reason}}").
 			TagKeys("instance,reason")).
@@ -98,7 +99,7 @@ func New() (dashboard.Dashboard, error) {
 			Datasource(datasource()).
 			Enable(true).
 			IconColor("purple").
-			Expr(`changes(process_start_time_seconds{`+nodes+`}[2m]) > 0`).
+			Expr(`changes(process_start_time_seconds{` + nodes + `}[2m]) > 0`).
 			Step("1m").
 			TitleFormat("{{instance}}: pleg restarted").
 			TagKeys("instance"))
