@@ -47,7 +47,6 @@ func TestDocLinks(t *testing.T) {
 func TestRunbookURLs(t *testing.T) {
 	files := []string{
 		"deploy/prometheus/prometheus-rules.yaml", "deploy/prometheus/prometheus-rules.test.yaml",
-		"charts/pleg/values.yaml",
 		"deploy/grafana/pleg-dashboard.json", "charts/pleg/dashboards/pleg.json",
 	}
 	url := regexp.MustCompile(regexp.QuoteMeta(repoURL) + `[^\s"'<>)]*`)
