@@ -183,19 +183,17 @@ groups:
           "description" `pleg on {{ $labels.node }} cannot use its state directory and keeps its journal in memory: a restart loses its events. Its log says why (disk full, read-only, corrupt).`)) | trim | nindent 8 }}
       {{- end }}
       {{- if include "pleg.alertOn" (dict "root" . "name" "PlegEventStreamDown") }}
-      # The runtime's event stream drove this node within the last 6 hours
-      # but pleg has relisted alone since: it keeps working, at the generic
-      # period, but a runtime whose stream broke is worth a look. A runtime
-      # without a stream (CRI-O with events off, --mode=generic) never ran
-      # evented and never fires it.
+      # The runtime's event stream, which the mode asks for and the runtime
+      # has, has been down for over 15 minutes
+      # (pleg_evented_stream_down_seconds: 0 in generic mode and on a
+      # runtime without a stream, so those never fire it). pleg keeps
+      # working, relisting at the generic period, but a runtime whose
+      # stream broke is worth a look.
       - alert: PlegEventStreamDown
-        expr: |
-          pleg_mode{ {{- $sel -}} ,mode="generic"} == 1
-          and on ({{ $by }})
-          max_over_time(pleg_mode{ {{- $sel -}} ,mode="evented"}[6h]) == 1
+        expr: pleg_evented_stream_down_seconds{ {{- $sel -}} } > 900
         {{- include "pleg.alertMeta" (dict "root" . "name" "PlegEventStreamDown" "annotations" (dict
           "summary" "The container runtime's event stream is down; pleg relists alone."
-          "description" `pleg on {{ $labels.node }} lost the runtime's container event stream and relists alone since. Its log and pleg doctor say why.`)) | trim | nindent 8 }}
+          "description" `pleg on {{ $labels.node }} has had no container event stream from the runtime for {{ $value | humanizeDuration }} and relists alone meanwhile. Its log and pleg doctor say why.`)) | trim | nindent 8 }}
       {{- end }}
       {{- if include "pleg.alertOn" (dict "root" . "name" "PlegPodInspectionDeadlines") }}
       # Pod inspections that pass their deadline: a status call of the
