@@ -166,7 +166,9 @@ func bounded(expr, by string) string {
 	return `(` + expr + `) and on (` + by + `) topk(` + strconv.Itoa(Top) + `, max_over_time((` + expr + `)[$__range:] @ end()))`
 }
 
-// health threshold: the kubelet's, the default of health.relistThresholdSeconds.
+// relistThreshold marks the relist duration against the health threshold
+// (the kubelet's 180 s, health.relistThresholdSeconds' default): orange
+// from half of it, PlegRelistSlow's, red at it.
 func relistThreshold() *dashboard.ThresholdsConfigBuilder {
 	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
 		{Color: "green"}, {Value: cog.ToPtr(90.0), Color: "orange"}, {Value: cog.ToPtr(180.0), Color: "red"},
