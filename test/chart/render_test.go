@@ -27,6 +27,8 @@ const chartDir = "../../charts/pleg"
 type rendered struct {
 	files   map[string]string
 	objects []*unstructured.Unstructured
+	// notes is NOTES.txt, what helm install prints.
+	notes string
 }
 
 // kubeVersion is the cluster's version the renders are made for, as
@@ -65,6 +67,9 @@ func renderChartFor(kube, name, namespace string, values map[string]any) (render
 	r := rendered{files: map[string]string{}}
 	for _, file := range slices.Sorted(maps.Keys(out)) {
 		base := path.Base(file)
+		if base == "NOTES.txt" {
+			r.notes = out[file]
+		}
 		if !strings.HasSuffix(base, ".yaml") || strings.HasPrefix(base, "_") || strings.TrimSpace(out[file]) == "" {
 			continue // NOTES.txt, helpers, and what the values turned off
 		}

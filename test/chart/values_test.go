@@ -413,3 +413,25 @@ func TestKubeVersions(t *testing.T) {
 		t.Errorf("1.30: %v, policy rendered %v", err, r.files["admission-policy.yaml"] != "")
 	}
 }
+
+// TestNotes: what helm install prints picks the paged node's pod by its
+// node, not any pod of the DaemonSet, and writes the doctor's HTML report
+// to standard output, the container's root being read-only.
+func TestNotes(t *testing.T) {
+	for _, values := range []map[string]any{nil, {"runtime": map[string]any{"preset": "auto"}}, withMonitoring} {
+		notes := mustRender(t, "pleg-crio", "pleg-system", values).notes
+		for _, want := range []string{
+			"--field-selector spec.nodeName=$NODE",
+			"-l app.kubernetes.io/instance=pleg-crio",
+			"/pleg doctor --html - >",
+			"CONTAINER_RUNTIME_ENDPOINT",
+		} {
+			if !strings.Contains(notes, want) {
+				t.Errorf("values %v: NOTES.txt lacks %q:\n%s", values, want, notes)
+			}
+		}
+		if strings.Contains(notes, "ds/") || strings.Contains(notes, "hostNetwork") {
+			t.Errorf("values %v: NOTES.txt names ds/ or hostNetwork:\n%s", values, notes)
+		}
+	}
+}
