@@ -161,8 +161,10 @@ const ruleFileHeader = `# Prometheus rules for pleg: a rule file (add it to rule
 # same rules as a PrometheusRule, with its values: thresholds, for:,
 # alerts left out, labels and rules added (docs/kubernetes.md).
 #
-# Every selector has job="pleg": it keeps pleg's series apart from the
-# kubelet's, which carry the same names, and from a second release's.
+# Every selector of pleg's series has job="pleg": it keeps them apart from
+# the kubelet's, which carry the same names, and from a second release's.
+# (PlegAbsent alone also counts the kubelet's up{job="kubelet"} per
+# cluster, to say which cluster has no pleg.)
 # Aggregations keep cluster, job, node and instance, so that the rules work
 # on a Prometheus (or Thanos, Mimir) of many clusters and an Alertmanager
 # can route and inhibit by node.
