@@ -125,8 +125,9 @@ lint:
 	@echo "actionlint (.github/workflows)"; $(ACTIONLINT) -no-color .github/workflows/*.yml
 
 ## generate: what is generated from the chart and the dashboard's code:
-## deploy/'s manifests and dashboard, the chart's copies of the rules and
-## the dashboard, the chart's golden renders (test/chart's -update)
+## deploy/'s manifests, deploy/prometheus/'s rules (the chart's, rendered
+## with its defaults), the dashboard in deploy/grafana/ and its copy in the
+## chart, the chart's golden renders (test/chart's -update)
 generate:
 	cd $(CHART_TEST_MODULE) && $(GO) test -count=1 ./... -update
 

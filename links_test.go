@@ -46,9 +46,8 @@ func TestDocLinks(t *testing.T) {
 // night follows that link.
 func TestRunbookURLs(t *testing.T) {
 	files := []string{
-		"deploy/prometheus-rules.yaml", "deploy/prometheus-rules.test.yaml",
-		"charts/pleg/files/prometheus-rules.yaml",
-		"deploy/grafana-dashboard.json", "charts/pleg/dashboards/pleg.json",
+		"deploy/prometheus/prometheus-rules.yaml", "deploy/prometheus/prometheus-rules.test.yaml",
+		"deploy/grafana/pleg-dashboard.json", "charts/pleg/dashboards/pleg.json",
 	}
 	url := regexp.MustCompile(regexp.QuoteMeta(repoURL) + `[^\s"'<>)]*`)
 	for _, file := range files {
@@ -64,7 +63,7 @@ func TestRunbookURLs(t *testing.T) {
 				}
 			}
 		}
-		if file == "deploy/prometheus-rules.yaml" && !strings.Contains(string(data), repoURL+"/blob/main/docs/runbook.md#") {
+		if file == "deploy/prometheus/prometheus-rules.yaml" && !strings.Contains(string(data), repoURL+"/blob/main/docs/runbook.md#") {
 			t.Errorf("%s: no runbook_url into docs/runbook.md", file)
 		}
 	}

@@ -10,6 +10,7 @@ package deploy
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
 )
@@ -193,11 +195,16 @@ func TestNetworkPolicy(t *testing.T) {
 }
 
 func TestPrometheusRules(t *testing.T) {
-	r, err := promtest.ParseRules(read(t, "prometheus-rules.yaml"))
+	r, err := promtest.ParseRules(read(t, filepath.Join(rulesDir, "prometheus-rules.yaml")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	known := exportedMetrics(t)
+	for name, why := range pending {
+		if known[name] {
+			t.Errorf("exportedMetrics finds %s now (%s): take it out of pending", name, why)
+		}
+	}
 	recorded := map[string]bool{}
 	alerts := map[string]string{}
 	name := regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
@@ -225,13 +232,18 @@ func TestPrometheusRules(t *testing.T) {
 					continue // a function or label
 				}
 				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(series, "_bucket"), "_sum"), "_count")
-				if !known[base] {
+				if !known[base] && pending[base] == "" {
 					t.Errorf("rule %s%s uses %s, which pleg does not export", rule.Record, rule.Alert, series)
 				}
 			}
 			// Every selector of a series: pleg's carry the kubelet's
-			// names, and up is every job's.
+			// names, and up is every job's. PlegAbsent's reference
+			// series alone is another job's (the chart's
+			// prometheusRule.absentReference).
 			for _, sel := range selector.FindAllStringSubmatch(rule.Expr, -1) {
+				if rule.Alert == "PlegAbsent" && sel[0] != "" && strings.TrimLeft(sel[0], " (") == absentReference {
+					continue
+				}
 				if !strings.Contains(sel[2], `job="pleg"`) {
 					t.Errorf("rule %s%s selects %s without job=\"pleg\": it would mix in other jobs' series", rule.Record, rule.Alert, sel[1])
 				}
@@ -252,6 +264,18 @@ func TestPrometheusRules(t *testing.T) {
 }
 
 var brackets = regexp.MustCompile(`\[[^\]]*\]`)
+
+// absentReference is the series PlegAbsent counts per cluster, the
+// chart's default prometheusRule.absentReference.
+const absentReference = `up{job="kubelet"}`
+
+// pending are metrics the rules use that exportedMetrics does not find:
+// pleg_evented_stream_down_seconds, which package daemon registers over
+// the generator's status (a package exportedMetrics does not build). A
+// name here that exportedMetrics finds is reported, to be taken out.
+var pending = map[string]string{
+	"pleg_evented_stream_down_seconds": "registered by package daemon",
+}
 
 // selector matches a series and its label matchers: kubelet_*, pleg_*
 // and up, with or without braces.
@@ -282,32 +306,59 @@ func checkAlert(t *testing.T, rule promtest.RuleSpec) {
 // it.
 const repoURL = "https://github.com/plegkit/pleg"
 
-// exportedMetrics are the names of the daemon's PLEG and runtime metrics.
+// exportedMetrics are the names of the daemon's PLEG, runtime, journal
+// and reporting metrics: every collector's descriptions as it registers,
+// so that a vector or a gauge without a value yet is known too.
 func exportedMetrics(t *testing.T) map[string]bool {
-	reg := prometheus.NewRegistry()
-	m, err := metrics.NewPLEG(reg)
-	if err != nil {
+	reg := &describing{Registerer: prometheus.NewRegistry(), names: map[string]bool{}}
+	if _, err := metrics.NewPLEG(reg); err != nil {
 		t.Fatal(err)
 	}
-	m.RelistDuration.Observe(1) // histograms and vectors show once used
-	ops, err := metrics.NewRuntimeOperations(reg)
-	if err != nil {
+	if _, err := metrics.NewRuntimeOperations(reg); err != nil {
 		t.Fatal(err)
 	}
-	ops.Observe("list_containers", 0, nil)
-	// The reporter's counter shows each result from the start.
 	if _, err := kubereport.New(noStatus{}, kubereport.Config{NodeName: "node-1", Client: fake.NewClientset(), Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	families, err := reg.Gather()
+	j, err := journal.Open(journal.Options{Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]bool{}
-	for _, f := range families {
-		names[f.GetName()] = true
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
 	}
-	return names
+	return reg.names
+}
+
+// describing is a Registerer that notes the name of every metric a
+// collector describes as it registers.
+type describing struct {
+	prometheus.Registerer
+	names map[string]bool
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (d *describing) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		c.Describe(ch)
+		close(ch)
+	}()
+	for desc := range ch {
+		if m := fqName.FindStringSubmatch(desc.String()); m != nil {
+			d.names[m[1]] = true
+		}
+	}
+	return d.Registerer.Register(c)
+}
+
+func (d *describing) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := d.Register(c); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // noStatus is a kubereport.Source with nothing to say.

@@ -69,23 +69,30 @@ func TestRBAC(t *testing.T) {
 	}
 }
 
-// TestKustomization checks that kustomization.yaml lists exactly the
-// files of deploy/ that hold Kubernetes objects.
+// TestKustomization checks that Kustomization lists exactly the files of
+// deploy/ that hold Kubernetes objects, and that every file kubectl
+// apply -f deploy/ reads (.yaml, .yml, .json) holds Kubernetes objects
+// alone. kustomize reads a file named Kustomization as it reads
+// kustomization.yaml; kubectl apply -f skips it, as it has no extension.
 func TestKustomization(t *testing.T) {
 	var k struct {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
 		Resources  []string `json:"resources"`
 	}
-	if err := yaml.UnmarshalStrict(read(t, "kustomization.yaml"), &k); err != nil {
+	if err := yaml.UnmarshalStrict(read(t, "Kustomization"), &k); err != nil {
 		t.Fatal(err)
 	}
 	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
 		t.Errorf("%s %s: want a kustomize.config.k8s.io/v1beta1 Kustomization", k.APIVersion, k.Kind)
 	}
-	files, err := filepath.Glob("*.yaml")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, ext := range []string{"*.yaml", "*.yml", "*.json"} {
+		m, err := filepath.Glob(ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
 	}
 	var want []string
 	for _, f := range files {
@@ -97,9 +104,11 @@ func TestKustomization(t *testing.T) {
 		if err := yaml.Unmarshal(first, &obj); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if obj.Kind != "" && obj.Kind != "Kustomization" {
-			want = append(want, f)
+		if obj.APIVersion == "" || obj.Kind == "" || obj.Kind == "Kustomization" {
+			t.Errorf("%s: its first document is no Kubernetes object (apiVersion %q, kind %q): kubectl apply -f deploy/ fails on it", f, obj.APIVersion, obj.Kind)
+			continue
 		}
+		want = append(want, f)
 	}
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(k.Resources))

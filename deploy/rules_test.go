@@ -5,6 +5,7 @@ package deploy
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,19 +15,24 @@ import (
 	"github.com/plegkit/pleg/internal/promtest"
 )
 
+// rulesDir holds the rule file (the chart's rules rendered with its
+// defaults) and its unit tests: apart from the manifests, so that
+// `kubectl apply -f deploy/` applies Kubernetes objects alone.
+const rulesDir = "prometheus"
+
 // TestRulesWithPromtool checks the rule file with promtool, built from
 // Prometheus' module (internal/promtest), and runs its unit tests,
-// prometheus-rules.test.yaml.
+// prometheus/prometheus-rules.test.yaml.
 func TestRulesWithPromtool(t *testing.T) {
 	bin := promtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if out, err := bin.RunPromtool(ctx, ".", "check", "rules", "--lint=all", "--lint-fatal", "prometheus-rules.yaml"); err != nil {
+	if out, err := bin.RunPromtool(ctx, rulesDir, "check", "rules", "--lint=all", "--lint-fatal", "prometheus-rules.yaml"); err != nil {
 		t.Error(err)
 	} else {
 		t.Log(out)
 	}
-	out, err := bin.RunPromtool(ctx, ".", "test", "rules", "prometheus-rules.test.yaml")
+	out, err := bin.RunPromtool(ctx, rulesDir, "test", "rules", "prometheus-rules.test.yaml")
 	if err != nil {
 		t.Error(err)
 	}
@@ -51,12 +57,12 @@ type ruleTests struct {
 // each alert is seen both firing and not, each recording rule's series
 // queried.
 func TestEveryRuleIsUnitTested(t *testing.T) {
-	rules, err := promtest.ParseRules(read(t, "prometheus-rules.yaml"))
+	rules, err := promtest.ParseRules(read(t, filepath.Join(rulesDir, "prometheus-rules.yaml")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tests ruleTests
-	if err := yaml.Unmarshal(read(t, "prometheus-rules.test.yaml"), &tests); err != nil {
+	if err := yaml.Unmarshal(read(t, filepath.Join(rulesDir, "prometheus-rules.test.yaml")), &tests); err != nil {
 		t.Fatal(err)
 	}
 	firing, quiet := map[string]int{}, map[string]int{}

@@ -5,12 +5,14 @@ package chart
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"sigs.k8s.io/yaml"
@@ -40,8 +42,8 @@ func valueSets(t *testing.T) []valueSet {
 	}
 	// A release of another name than the chart's, so that names and
 	// labels that should not come from the release are seen not to.
-	namespaces := map[string]string{"crio-operator": "pleg-system", "k3s-plain": "monitoring"}
-	releases := map[string]string{"crio-operator": "node-pleg", "k3s-plain": "pleg"}
+	namespaces := map[string]string{"crio-operator": "pleg-system", "k3s-plain": "monitoring", "mixed-fleet": "pleg-system"}
+	releases := map[string]string{"crio-operator": "node-pleg", "k3s-plain": "pleg", "mixed-fleet": "pleg-mixed"}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -70,7 +72,11 @@ func valueSets(t *testing.T) []valueSet {
 func TestChartLint(t *testing.T) {
 	for _, vs := range valueSets(t) {
 		t.Run(vs.name, func(t *testing.T) {
-			result := lint.RunAll(chartDir, vs.values, vs.namespace)
+			kv, err := common.ParseKubeVersion(kubeVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			result := lint.RunAll(chartDir, vs.values, vs.namespace, lint.WithKubeVersion(kv))
 			for _, m := range result.Messages {
 				if m.Severity > support.InfoSev {
 					t.Error(m)
@@ -105,13 +111,15 @@ func TestRenders(t *testing.T) {
 
 // TestDeployIsTheChartRendered checks that deploy/'s plain manifests are
 // the chart rendered with its defaults (release pleg in kube-system),
-// without the labels that say Helm manages them.
+// without the labels that say Helm manages them, and that
+// deploy/prometheus/prometheus-rules.yaml is the PrometheusRule's rules
+// rendered with the same defaults.
 func TestDeployIsTheChartRendered(t *testing.T) {
 	r, err := renderChart("pleg", "kube-system", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, template := range []string{"daemonset.yaml", "rbac.yaml", "networkpolicy.yaml"} {
+	for _, template := range []string{"daemonset.yaml", "rbac.yaml", "networkpolicy.yaml", "admission-policy.yaml"} {
 		if r.files[template] == "" {
 			t.Errorf("the defaults render no %s", template)
 		}
@@ -119,6 +127,68 @@ func TestDeployIsTheChartRendered(t *testing.T) {
 	for template, content := range r.files {
 		checkGolden(t, filepath.Join(deployDir, template), plainManifest(template, content))
 	}
+	rules, err := ruleFile(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, filepath.Join(deployDir, "prometheus", "prometheus-rules.yaml"), rules)
+}
+
+// ruleFile is the PrometheusRule's spec as a rule file, rendered for
+// release pleg in kube-system with values over the defaults.
+func ruleFile(values map[string]any) (string, error) {
+	values = merge(values, map[string]any{"prometheusRule": map[string]any{"enabled": true}})
+	r, err := renderChart("pleg", "kube-system", values)
+	if err != nil {
+		return "", err
+	}
+	_, spec, ok := strings.Cut(r.files["prometheusrule.yaml"], "\nspec:\n")
+	if !ok {
+		return "", fmt.Errorf("prometheusrule.yaml has no spec:\n%s", r.files["prometheusrule.yaml"])
+	}
+	var b strings.Builder
+	b.WriteString(ruleFileHeader)
+	for line := range strings.Lines(spec) {
+		b.WriteString(strings.TrimPrefix(line, "  "))
+	}
+	return b.String(), nil
+}
+
+// ruleFileHeader starts deploy/prometheus/prometheus-rules.yaml.
+const ruleFileHeader = `# Prometheus rules for pleg: a rule file (add it to rule_files). Generated
+# from charts/pleg/templates/_rules.tpl with the chart's default values
+# (make generate); edit the chart, not this file. The chart installs the
+# same rules as a PrometheusRule, with its values: thresholds, for:,
+# alerts left out, labels and rules added (docs/kubernetes.md).
+#
+# Every selector of pleg's series has job="pleg": it keeps them apart from
+# the kubelet's, which carry the same names, and from a second release's.
+# (PlegAbsent alone also counts the kubelet's up{job="kubelet"} per
+# cluster, to say which cluster has no pleg.)
+# Aggregations keep cluster, job, node and instance, so that the rules work
+# on a Prometheus (or Thanos, Mimir) of many clusters and an Alertmanager
+# can route and inhibit by node.
+#
+# prometheus-rules.test.yaml beside it tests every rule with promtool, and
+# test/kube fires them in a real Prometheus scraping real daemons.
+`
+
+// merge returns a over b: maps merged key by key, a's other values win.
+func merge(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range b {
+		out[k] = v
+	}
+	for k, v := range a {
+		am, aok := v.(map[string]any)
+		bm, bok := out[k].(map[string]any)
+		if aok && bok {
+			out[k] = merge(am, bm)
+			continue
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // TestChartCopies checks the chart's copies of the repository's rules
@@ -186,6 +256,11 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{map[string]any{"podMonitor": map[string]any{"enabeld": true}}, "enabeld"},
 		{map[string]any{"image": map[string]any{"digest": "latest"}}, "digest"},
 		{map[string]any{"kube": map[string]any{"qps": 0}}, "qps"},
+		{map[string]any{"extraArgs": []any{"--relist-threshold=5m"}}, "health.relistThresholdSeconds"},
+		{map[string]any{"prometheusRule": map[string]any{"alerts": map[string]any{"PlegDwon": map[string]any{"enabled": false}}}}, "PlegDwon"},
+		{map[string]any{"prometheusRule": map[string]any{"alerts": map[string]any{"PlegDown": map[string]any{"for": "five minutes"}}}}, "for"},
+		{map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "1.5Gi"}}}, "goMemLimit"},
+		{map[string]any{"securityContext": "privileged"}, "securityContext"},
 	} {
 		_, err := renderChart("pleg", "kube-system", tc.values)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

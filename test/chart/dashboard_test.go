@@ -42,12 +42,38 @@ func TestDashboard(t *testing.T) {
 		}
 		for _, target := range p.Panel.Targets {
 			raw, _ := json.Marshal(target)
-			var q struct{ Expr string }
+			var q struct {
+				Expr    string
+				Instant bool
+			}
 			_ = json.Unmarshal(raw, &q)
 			if !strings.Contains(q.Expr, `job="pleg"`) {
 				t.Errorf("panel %q: query %q does not select job=\"pleg\"", title, q.Expr)
 			}
+			// topk in a range query picks its N at every step, and the
+			// panel shows every series ever among them: the N must be
+			// chosen once, over the range (@ end()), or the query be
+			// instant.
+			if strings.Contains(q.Expr, "topk(") && !q.Instant && !strings.Contains(q.Expr, "[$__range:] @ end()") {
+				t.Errorf("panel %q: range query %q: topk is not bounded over the time range", title, q.Expr)
+			}
 		}
 	}
-	t.Logf("%d panels", panels)
+	annotations := 0
+	for _, a := range d.Annotations.List {
+		if a.Expr == nil {
+			continue // Grafana's built-in one
+		}
+		annotations++
+		if !strings.Contains(*a.Expr, `job="pleg"`) {
+			t.Errorf("annotation %q: query %q does not select job=\"pleg\"", a.Name, *a.Expr)
+		}
+	}
+	if annotations < 2 {
+		t.Errorf("%d annotations from pleg's series, want the condition's changes and pleg's restarts", annotations)
+	}
+	if d.Description == nil || !strings.Contains(*d.Description, "Grafana "+dashboard.MinGrafana) {
+		t.Errorf("description %v: want the minimum Grafana version", d.Description)
+	}
+	t.Logf("%d panels, %d annotations", panels, annotations)
 }

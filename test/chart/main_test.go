@@ -27,21 +27,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// chartCopies are the files the chart holds copies of, since it cannot
-// read outside its directory: each copy's path and what it must hold.
+// chartCopies are the dashboard's JSON, which package dashboard builds,
+// where the chart (which cannot read outside its directory) and deploy/
+// hold it: each copy's path and what it must hold.
 func chartCopies() (map[string][]byte, error) {
-	rules, err := os.ReadFile(filepath.Join(deployDir, "prometheus-rules.yaml"))
-	if err != nil {
-		return nil, err
-	}
 	dash, err := dashboard.JSON()
 	if err != nil {
 		return nil, err
 	}
 	return map[string][]byte{
-		filepath.Join(chartDir, "files", "prometheus-rules.yaml"): rules,
-		filepath.Join(deployDir, "grafana-dashboard.json"):        dash,
-		filepath.Join(chartDir, "dashboards", "pleg.json"):        dash,
+		filepath.Join(deployDir, "grafana", "pleg-dashboard.json"): dash,
+		filepath.Join(chartDir, "dashboards", "pleg.json"):         dash,
 	}, nil
 }
 

@@ -27,16 +27,36 @@ const chartDir = "../../charts/pleg"
 type rendered struct {
 	files   map[string]string
 	objects []*unstructured.Unstructured
+	// notes is NOTES.txt, what helm install prints.
+	notes string
 }
 
+// kubeVersion is the cluster's version the renders are made for, as
+// `helm template --kube-version` has it: one the admission policy
+// (Kubernetes 1.30 and later) renders on. helm's own default in a test
+// binary is 1.20.
+const kubeVersion = "v1.33.0"
+
 // renderChart renders the chart as `helm template` does, for a release
-// named name in namespace, with values over the chart's defaults.
+// named name in namespace, with values over the chart's defaults, for a
+// cluster of kubeVersion.
 func renderChart(name, namespace string, values map[string]any) (rendered, error) {
+	return renderChartFor(kubeVersion, name, namespace, values)
+}
+
+// renderChartFor renders the chart for a cluster of version kube.
+func renderChartFor(kube, name, namespace string, values map[string]any) (rendered, error) {
 	ch, err := loader.LoadDir(chartDir)
 	if err != nil {
 		return rendered{}, err
 	}
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: name, Namespace: namespace, IsInstall: true, Revision: 1}, nil)
+	kv, err := common.ParseKubeVersion(kube)
+	if err != nil {
+		return rendered{}, err
+	}
+	caps := common.DefaultCapabilities.Copy()
+	caps.KubeVersion = *kv
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: name, Namespace: namespace, IsInstall: true, Revision: 1}, caps)
 	if err != nil {
 		return rendered{}, err
 	}
@@ -47,6 +67,9 @@ func renderChart(name, namespace string, values map[string]any) (rendered, error
 	r := rendered{files: map[string]string{}}
 	for _, file := range slices.Sorted(maps.Keys(out)) {
 		base := path.Base(file)
+		if base == "NOTES.txt" {
+			r.notes = out[file]
+		}
 		if !strings.HasSuffix(base, ".yaml") || strings.HasPrefix(base, "_") || strings.TrimSpace(out[file]) == "" {
 			continue // NOTES.txt, helpers, and what the values turned off
 		}

@@ -11,9 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -68,6 +66,13 @@ func TestAlertsInARealPrometheus(t *testing.T) {
 	r := readRender(t, "crio-operator")
 	ds := one(t, r, "DaemonSet")
 	podLabels, _, _ := unstructured.NestedStringMap(ds.Object, "spec", "template", "metadata", "labels")
+	// The job the PodMonitor gives the series, which the release's rules
+	// and dashboard select: the release's name.
+	jobLabel, _, _ := unstructured.NestedString(one(t, r, "PodMonitor").Object, "spec", "jobLabel")
+	job := podLabels[jobLabel]
+	if job == "" {
+		t.Fatalf("the PodMonitor's jobLabel %q names no label of the pods %v", jobLabel, podLabels)
+	}
 
 	healthySim := startSim(t, sim.Options{Pods: 6, Containers: 2, Churn: sim.Churn{Crashes: 0.5, ShortLived: 0.5}})
 	hungSim := startSim(t, sim.Options{Pods: 6, Containers: 2, Churn: sim.Churn{Crashes: 0.5}})
@@ -105,7 +110,7 @@ func TestAlertsInARealPrometheus(t *testing.T) {
 	}
 	// Both nodes scraped, as the rules select them, and relisting.
 	for _, node := range []string{healthyNode, hungNode} {
-		expr := fmt.Sprintf(`time() - kubelet_pleg_last_seen_seconds{job="pleg", instance=%q, cluster=%q} < 60`, node, clusterName)
+		expr := fmt.Sprintf(`time() - kubelet_pleg_last_seen_seconds{job=%q, instance=%q, node=%q, cluster=%q} < 60`, job, node, node, clusterName)
 		if err := waitQuery(within(2*time.Minute), p, expr); err != nil {
 			t.Fatal(err)
 		}
@@ -130,15 +135,15 @@ func TestAlertsInARealPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAlert(t, relistHung, "warning")
-	checkAlert(t, notHealthy, "critical")
+	checkAlert(t, relistHung, "warning", job)
+	checkAlert(t, notHealthy, "critical", job)
 	// The node's PLEGDegraded condition, as the dashboard reads it.
-	if err := waitQuery(within(2*time.Minute), p, fmt.Sprintf(`pleg_node_condition{job="pleg", instance=%q, status="True"} == 1`, hungNode)); err != nil {
+	if err := waitQuery(within(2*time.Minute), p, fmt.Sprintf(`pleg_node_condition{job=%q, instance=%q, status="True"} == 1`, job, hungNode)); err != nil {
 		t.Fatal(err)
 	}
 	checkRules(t, p)
 
-	t.Run("dashboard", func(t *testing.T) { checkDashboard(t, p) })
+	t.Run("dashboard", func(t *testing.T) { checkDashboard(t, p, r) })
 
 	recoveredAt := time.Now()
 	if err := hungSim.SetFaults(sim.Faults{}); err != nil {
@@ -150,7 +155,7 @@ func TestAlertsInARealPrometheus(t *testing.T) {
 		}
 	}
 	resolvedAfter := time.Since(recoveredAt)
-	if err := waitQuery(within(2*time.Minute), p, fmt.Sprintf(`pleg_node_condition{job="pleg", instance=%q, status="False"} == 1`, hungNode)); err != nil {
+	if err := waitQuery(within(2*time.Minute), p, fmt.Sprintf(`pleg_node_condition{job=%q, instance=%q, status="False"} == 1`, job, hungNode)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -173,10 +178,11 @@ func TestAlertsInARealPrometheus(t *testing.T) {
 		watch.timeline(hungAt, hungNode), resolvedAfter.Round(100*time.Millisecond), downAfter.Round(100*time.Millisecond), forInTest)
 }
 
-// checkAlert checks what a receiver gets.
-func checkAlert(t *testing.T, a promtest.Alert, severity string) {
+// checkAlert checks what a receiver gets: the release's job, the node to
+// route and inhibit by, the cluster.
+func checkAlert(t *testing.T, a promtest.Alert, severity, job string) {
 	t.Helper()
-	if a.Labels["severity"] != severity || a.Labels["job"] != "pleg" || a.Labels["cluster"] != clusterName {
+	if a.Labels["severity"] != severity || a.Labels["job"] != job || a.Labels["cluster"] != clusterName || a.Labels["node"] != hungNode {
 		t.Errorf("alert %s: labels %v", a, a.Labels)
 	}
 	for _, k := range []string{"summary", "description", "runbook_url"} {
@@ -190,7 +196,7 @@ func checkAlert(t *testing.T, a promtest.Alert, severity string) {
 }
 
 // checkRules checks that every rule evaluates in the real Prometheus, and
-// that the recording rules keep cluster and instance.
+// that the recording rules keep cluster, node and instance.
 func checkRules(t *testing.T, p *promtest.Server) {
 	t.Helper()
 	rules, err := p.Rules(t.Context())
@@ -208,12 +214,12 @@ func checkRules(t *testing.T, p *promtest.Server) {
 	}
 	var nodes []string
 	for _, s := range v {
-		if s.Metric["cluster"] == clusterName {
+		if s.Metric["cluster"] == clusterName && s.Metric["node"] == s.Metric["instance"] {
 			nodes = append(nodes, string(s.Metric["instance"]))
 		}
 	}
 	if slices.Sort(nodes); !slices.Equal(nodes, []string{healthyNode, hungNode}) {
-		t.Errorf("recorded relist p99: %v; want both nodes' series, with cluster and instance", v)
+		t.Errorf("recorded relist p99: %v; want both nodes' series, with cluster, node and instance", v)
 	}
 }
 
@@ -461,16 +467,22 @@ func (p *plegProcess) checkLog() {
 	}
 }
 
-// checkDashboard evaluates the query of every panel of the dashboard, and
-// of every variable, in the test's Prometheus, with the variables set to
-// All and to the hung node: each must parse and return data. Grafana's
-// own variables take values a dashboard of the last hour would.
-func checkDashboard(t *testing.T, p *promtest.Server) {
-	data, err := os.ReadFile(filepath.Join(deployDir, "grafana-dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+// checkDashboard evaluates the query of every panel of the release's
+// dashboard (its ConfigMap in the render r, which selects the release's
+// job), and of every variable, in the test's Prometheus, with the
+// variables set to All and to the hung node: each must parse and return
+// data. The annotations' queries must parse (they return data only when
+// a condition turns on or pleg restarts). Grafana's own variables take
+// values a dashboard of the last hour would.
+func checkDashboard(t *testing.T, p *promtest.Server, r render) {
+	data, _, _ := unstructured.NestedString(one(t, r, "ConfigMap").Object, "data", "pleg.json")
 	var d struct {
+		Annotations struct {
+			List []struct {
+				Name string `json:"name"`
+				Expr string `json:"expr"`
+			} `json:"list"`
+		} `json:"annotations"`
 		Panels []struct {
 			Title   string `json:"title"`
 			Targets []struct {
@@ -485,7 +497,7 @@ func checkDashboard(t *testing.T, p *promtest.Server) {
 			} `json:"list"`
 		} `json:"templating"`
 	}
-	if err := json.Unmarshal(data, &d); err != nil {
+	if err := json.Unmarshal([]byte(data), &d); err != nil {
 		t.Fatal(err)
 	}
 	selections := []map[string]string{
@@ -516,6 +528,15 @@ func checkDashboard(t *testing.T, p *promtest.Server) {
 				checkQuery(t, p, "panel "+panel.Title, grafana.Replace(vars.Replace(target.Expr)), "")
 				queries++
 			}
+		}
+		for _, a := range d.Annotations.List {
+			if a.Expr == "" {
+				continue // Grafana's built-in annotations
+			}
+			if _, err := p.Query(t.Context(), grafana.Replace(vars.Replace(a.Expr))); err != nil {
+				t.Errorf("annotation %s: %s: %v", a.Name, a.Expr, err)
+			}
+			queries++
 		}
 	}
 	t.Logf("%d dashboard queries, each with data", queries)

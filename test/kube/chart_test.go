@@ -47,11 +47,13 @@ const chartDir = "../../charts/pleg"
 // valueSet is a render of the chart, and what it must install.
 type valueSet struct {
 	name, namespace string
-	// socket is the runtime socket the pods must mount; image the image
-	// they run.
+	// socket is the runtime socket the pods must mount ("": the preset
+	// auto, which mounts the directories of every socket it tries);
+	// image the image they run.
 	socket, image string
-	// operator: the PodMonitor, PrometheusRule and dashboard are on.
-	operator, report, networkPolicy, stateDir bool
+	// operator: the PodMonitor, PrometheusRule and dashboard are on;
+	// tunedRules: the rules are not the defaults (deploy/prometheus's).
+	operator, report, networkPolicy, stateDir, tunedRules bool
 }
 
 // The documented presets' sockets.
@@ -60,9 +62,11 @@ const (
 	crioSocket       = "/var/run/crio/crio.sock"
 )
 
-// valueSets are the defaults and the two sets of charts/pleg/ci: CRI-O
-// nodes with the Prometheus operator, and containerd at k3s's socket
-// without the operator or reporting, the image pinned by digest.
+// valueSets are the defaults and the sets of charts/pleg/ci: CRI-O nodes
+// with the Prometheus operator; containerd at k3s's socket without the
+// operator or reporting, the image pinned by digest; a mixed fleet (the
+// runtime found on each node) with a registry mirror, TLS scrapes and
+// tuned rules.
 func valueSets(t *testing.T) []valueSet {
 	image := "ghcr.io/plegkit/pleg:" + chartMeta(t).AppVersion
 	return []valueSet{
@@ -70,6 +74,8 @@ func valueSets(t *testing.T) []valueSet {
 		{name: "crio-operator", namespace: "pleg-system", socket: crioSocket, image: image, operator: true, report: true, networkPolicy: true, stateDir: true},
 		{name: "k3s-plain", namespace: "monitoring", socket: "/run/k3s/containerd/containerd.sock",
 			image: "ghcr.io/plegkit/pleg@sha256:" + strings.Repeat("ab", 32)},
+		{name: "mixed-fleet", namespace: "pleg-system", image: "registry.example.com/mirror/plegkit/pleg:" + chartMeta(t).AppVersion,
+			operator: true, report: true, networkPolicy: true, stateDir: true, tunedRules: true},
 	}
 }
 
@@ -270,9 +276,11 @@ func checkInstall(t *testing.T, vs valueSet, r render) {
 	checkReporting(t, vs, r, pod, c)
 	checkNetworkPolicy(t, vs, r, ds)
 	if vs.operator {
-		checkPodMonitor(t, r, ds)
-		checkPrometheusRule(t, r)
-		checkDashboardConfigMap(t, r)
+		job := checkPodMonitor(t, r, ds)
+		if !vs.tunedRules {
+			checkPrometheusRule(t, r, job)
+		}
+		checkDashboardConfigMap(t, r, job)
 	} else {
 		for _, k := range []string{"PodMonitor", "PrometheusRule", "ConfigMap"} {
 			if n := len(r.kind(k)); n != 0 {
@@ -283,8 +291,34 @@ func checkInstall(t *testing.T, vs valueSet, r render) {
 }
 
 // checkSocket: the runtime's socket, from the preset or the value, is
-// mounted read-only from the host at the path --runtime-endpoint names.
+// mounted read-only from the host at the path --runtime-endpoint names,
+// which CONTAINER_RUNTIME_ENDPOINT names too for pleg doctor in the pod;
+// with the preset auto, the directories of every socket it tries, created
+// where absent so that the pod starts on every node.
 func checkSocket(t *testing.T, vs valueSet, pod corev1.PodSpec, c corev1.Container) {
+	endpoint := "auto"
+	if vs.socket != "" {
+		endpoint = "unix://" + vs.socket
+	}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "CONTAINER_RUNTIME_ENDPOINT" && e.Value == endpoint }) {
+		t.Errorf("env %+v: want CONTAINER_RUNTIME_ENDPOINT=%s", c.Env, endpoint)
+	}
+	if vs.socket == "" {
+		if !slices.Contains(c.Args, "--runtime-endpoint=auto") {
+			t.Errorf("args %v: want --runtime-endpoint=auto", c.Args)
+		}
+		for _, dir := range []string{"/run/containerd", "/run/crio", "/var/run/crio", "/run/k3s/containerd"} {
+			vol := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool {
+				return v.HostPath != nil && v.HostPath.Path == dir && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathDirectoryOrCreate
+			})
+			if vol < 0 || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+				return m.Name == pod.Volumes[vol].Name && m.MountPath == dir && m.ReadOnly
+			}) {
+				t.Errorf("volumes %+v: want the host's %s, DirectoryOrCreate, mounted read-only", pod.Volumes, dir)
+			}
+		}
+		return
+	}
 	if !slices.Contains(c.Args, "--runtime-endpoint=unix://"+vs.socket) {
 		t.Errorf("args %v: want --runtime-endpoint=unix://%s", c.Args, vs.socket)
 	}
@@ -317,9 +351,10 @@ func checkImage(t *testing.T, vs valueSet, c corev1.Container) {
 	}
 }
 
-// checkProbes: readiness does not turn on one slow answer, which would
-// count the pod unavailable and hold a maxUnavailable rollout; liveness
-// asks /livez, which a sick runtime does not fail.
+// checkProbes: readiness (/readyz: pleg serves, whatever the runtime's
+// health) does not turn on one slow answer, which would count the pod
+// unavailable and hold a maxUnavailable rollout; liveness asks /livez,
+// which a sick runtime does not fail.
 func checkProbes(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container) {
 	rp, lp := c.ReadinessProbe, c.LivenessProbe
 	if rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Path != "/readyz" || rp.HTTPGet.Port.String() != "metrics" {
@@ -418,13 +453,14 @@ func checkNetworkPolicy(t *testing.T, vs valueSet, r render, ds *appsv1.DaemonSe
 }
 
 // checkPodMonitor: the scraped series carry the job every rule selects
-// and the node's name as instance.
-func checkPodMonitor(t *testing.T, r render, ds *appsv1.DaemonSet) {
+// (the release's) and the node's name as node and instance; it returns
+// that job.
+func checkPodMonitor(t *testing.T, r render, ds *appsv1.DaemonSet) string {
 	pm := one(t, r, "PodMonitor")
 	jobLabel, _, _ := unstructured.NestedString(pm.Object, "spec", "jobLabel")
 	job := ds.Spec.Template.Labels[jobLabel]
 	for _, j := range slices.Compact(slices.Sorted(slices.Values(ruleJobs(t, rulesOf(t, r))))) {
-		if j != job {
+		if j != job && j != "kubelet" { // PlegAbsent's reference series is the kubelet's
 			t.Errorf("a rule selects job=%q; the PodMonitor gives job=%q (pod label %q)", j, job, jobLabel)
 		}
 	}
@@ -456,15 +492,18 @@ func checkPodMonitor(t *testing.T, r render, ds *appsv1.DaemonSet) {
 	if len(spec.Endpoints) != 1 || spec.Endpoints[0].Port != ds.Spec.Template.Spec.Containers[0].Ports[0].Name || spec.Endpoints[0].Path != "/metrics" {
 		t.Fatalf("endpoints %+v: want /metrics on the metrics port", spec.Endpoints)
 	}
-	instance := slices.ContainsFunc(spec.Endpoints[0].Relabelings, func(rl struct {
-		SourceLabels []string `json:"sourceLabels"`
-		TargetLabel  string   `json:"targetLabel"`
-	}) bool {
-		return rl.TargetLabel == "instance" && slices.Equal(rl.SourceLabels, []string{"__meta_kubernetes_pod_node_name"})
-	})
-	if !instance {
-		t.Errorf("relabelings %+v: want the node's name as instance", spec.Endpoints[0].Relabelings)
+	for _, target := range []string{"node", "instance"} {
+		named := slices.ContainsFunc(spec.Endpoints[0].Relabelings, func(rl struct {
+			SourceLabels []string `json:"sourceLabels"`
+			TargetLabel  string   `json:"targetLabel"`
+		}) bool {
+			return rl.TargetLabel == target && slices.Equal(rl.SourceLabels, []string{"__meta_kubernetes_pod_node_name"})
+		})
+		if !named {
+			t.Errorf("relabelings %+v: want the node's name as %s", spec.Endpoints[0].Relabelings, target)
+		}
 	}
+	return job
 }
 
 // rulesOf returns the PrometheusRule's rules.
@@ -493,34 +532,46 @@ func ruleJobs(t *testing.T, f promtest.RuleFile) []string {
 	return jobs
 }
 
-// checkPrometheusRule: the rules are deploy/prometheus-rules.yaml's.
-func checkPrometheusRule(t *testing.T, r render) {
-	data, err := os.ReadFile(filepath.Join(deployDir, "prometheus-rules.yaml"))
+// checkPrometheusRule: with the default rule values, the rules are
+// deploy/prometheus/prometheus-rules.yaml's (release pleg's) for the
+// release's job.
+func checkPrometheusRule(t *testing.T, r render, job string) {
+	data, err := os.ReadFile(filepath.Join(deployDir, "prometheus", "prometheus-rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := promtest.ParseRules(data)
+	ofJob := strings.NewReplacer(`job="pleg"`, `job="`+job+`"`, "- name: pleg.", "- name: "+job+".", "job: pleg\n", "job: "+job+"\n")
+	want, err := promtest.ParseRules([]byte(ofJob.Replace(string(data))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := rulesOf(t, r); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("the PrometheusRule's rules differ from deploy/prometheus-rules.yaml's:\n%v\n%v", got, want)
+		t.Errorf("the PrometheusRule's rules differ from deploy/prometheus/prometheus-rules.yaml's for job %s:\n%v\n%v", job, got, want)
 	}
 }
 
-// checkDashboardConfigMap: the dashboard is deploy's, labelled for
-// Grafana's sidecar.
-func checkDashboardConfigMap(t *testing.T, r render) {
+// checkDashboardConfigMap: the dashboard, labelled for Grafana's sidecar,
+// selects the release's job alone, with a uid of its own.
+func checkDashboardConfigMap(t *testing.T, r render, job string) {
 	cm := into[corev1.ConfigMap](t, one(t, r, "ConfigMap"))
-	want, err := os.ReadFile(filepath.Join(deployDir, "grafana-dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
+	var d struct {
+		UID string `json:"uid"`
 	}
-	if cm.Labels["grafana_dashboard"] != "1" || strings.TrimSpace(cm.Data["pleg.json"]) != strings.TrimSpace(string(want)) {
-		t.Errorf("ConfigMap %s: labels %v; want grafana_dashboard=1 and deploy/grafana-dashboard.json as pleg.json", cm.Name, cm.Labels)
+	if err := json.Unmarshal([]byte(cm.Data["pleg.json"]), &d); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
 	}
-	if !json.Valid([]byte(cm.Data["pleg.json"])) {
-		t.Error("the dashboard is not JSON")
+	if cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("ConfigMap %s: labels %v; want grafana_dashboard=1", cm.Name, cm.Labels)
+	}
+	jobs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`job=\\"([^\\"]*)\\"`).FindAllStringSubmatch(cm.Data["pleg.json"], -1) {
+		jobs[m[1]] = true
+	}
+	if len(jobs) != 1 || !jobs[job] {
+		t.Errorf("the dashboard selects jobs %v, want %s alone", jobs, job)
+	}
+	if wantUID := "pleg-fleet-" + job; job != "pleg" && d.UID != wantUID {
+		t.Errorf("dashboard uid %q, want %q", d.UID, wantUID)
 	}
 }
 

@@ -5,14 +5,17 @@
 // foundation SDK: a fleet view (nodes by health, the nodes whose
 // PLEGDegraded condition is on, relist p99 by node, events a second by
 // type, runtime errors by operation, versions) and a drill-down into the
-// nodes the instance variable selects. Its JSON is
-// deploy/grafana-dashboard.json and the chart's dashboards/pleg.json;
-// test/kube evaluates every query against a Prometheus scraping real
-// daemons.
+// nodes the instance variable selects, with annotations where a node's
+// condition turns on and where a pleg restarts. Its JSON is
+// deploy/grafana/pleg-dashboard.json and the chart's dashboards/pleg.json
+// (which the chart scopes to its release's job); test/kube evaluates
+// every query against a Prometheus scraping real daemons. It needs
+// Grafana 10.0 or later (MinGrafana).
 package dashboard
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
@@ -27,6 +30,14 @@ import (
 // UID is the dashboard's, stable across versions, so that links to it
 // hold.
 const UID = "pleg-fleet"
+
+// MinGrafana is the oldest Grafana the dashboard is made for: the
+// classic JSON model with panel types and options of Grafana 10.
+const MinGrafana = "10.0"
+
+// Top is how many nodes a "worst nodes" panel shows, at most, over the
+// whole time range.
+const Top = 20
 
 // The selectors of every query: pleg's series (job="pleg", as the rules
 // select them), of the clusters chosen, and in the drill-down of the nodes
@@ -57,7 +68,7 @@ func JSON() ([]byte, error) {
 func New() (dashboard.Dashboard, error) {
 	b := dashboard.NewDashboardBuilder("pleg: pod lifecycle event generators").
 		Uid(UID).
-		Description("pleg across a fleet of nodes: which nodes' PLEG is healthy, hung or down, and why; then one node at a time. See https://github.com/plegkit/pleg.").
+		Description("pleg across a fleet of nodes: which nodes' PLEG is healthy, hung or down, and why; then one node at a time. Grafana "+MinGrafana+" or later. See https://github.com/plegkit/pleg.").
 		Tags([]string{"pleg", "kubernetes", "kubelet"}).
 		Refresh("30s").
 		Time("now-3h", "now").
@@ -71,7 +82,27 @@ func New() (dashboard.Dashboard, error) {
 			Label("Data source").
 			Type("prometheus")).
 		WithVariable(labelVariable("cluster", "Cluster", `pleg_build_info{job="pleg"}`)).
-		WithVariable(labelVariable("instance", "Node", `pleg_build_info{`+fleet+`}`))
+		WithVariable(labelVariable("instance", "Node", `pleg_build_info{`+fleet+`}`)).
+		Annotation(dashboard.NewAnnotationQueryBuilder().
+			Name("PLEGDegraded on").
+			Datasource(datasource()).
+			Enable(true).
+			IconColor("red").
+			// A True series that was not there a minute before: the
+			// condition turned on, or changed its reason.
+			Expr(`pleg_node_condition{` + nodes + `, status="True"} unless pleg_node_condition{` + nodes + `, status="True"} offset 1m`).
+			Step("1m").
+			TitleFormat("{{instance}}: PLEGDegraded {{reason}}").
+			TagKeys("instance,reason")).
+		Annotation(dashboard.NewAnnotationQueryBuilder().
+			Name("pleg restarts").
+			Datasource(datasource()).
+			Enable(true).
+			IconColor("purple").
+			Expr(`changes(process_start_time_seconds{` + nodes + `}[2m]) > 0`).
+			Step("1m").
+			TitleFormat("{{instance}}: pleg restarted").
+			TagKeys("instance"))
 
 	b = b.WithRow(dashboard.NewRowBuilder("Fleet"))
 	for _, p := range fleetPanels() {
@@ -128,6 +159,22 @@ func staleness() *dashboard.ThresholdsConfigBuilder {
 	})
 }
 
+// bounded keeps the Top series of expr by their highest value over the
+// whole time range: topk alone, in a range query, picks its Top at every
+// step, and the panel shows every series that was ever among them.
+func bounded(expr, by string) string {
+	return `(` + expr + `) and on (` + by + `) topk(` + strconv.Itoa(Top) + `, max_over_time((` + expr + `)[$__range:] @ end()))`
+}
+
+// relistThreshold marks the relist duration against the health threshold
+// (the kubelet's 180 s, health.relistThresholdSeconds' default): orange
+// from half of it, PlegRelistSlow's, red at it.
+func relistThreshold() *dashboard.ThresholdsConfigBuilder {
+	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
+		{Color: "green"}, {Value: cog.ToPtr(90.0), Color: "orange"}, {Value: cog.ToPtr(180.0), Color: "red"},
+	})
+}
+
 func relistDuration() *dashboard.ThresholdsConfigBuilder {
 	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
 		{Color: "green"}, {Value: cog.ToPtr(10.0), Color: "red"},
@@ -175,11 +222,11 @@ func fleetPanels() []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
 		health,
 		condition,
-		series("Relist p99, slowest 20 nodes", "99th percentile of the global relist's duration, by node (kubelet_pleg_relist_duration_seconds). PlegDurationHigh fires at 10 s for 5 minutes.", "s",
-			query(`topk(20, histogram_quantile(0.99, sum by (cluster, instance, le) (rate(kubelet_pleg_relist_duration_seconds_bucket{`+fleet+`}[$__rate_interval]))))`, "{{instance}}")).
-			Thresholds(relistDuration()).ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)),
-		series("Time since the last relist, 20 worst nodes", "Seconds since each node's last successful relist. Over 60 a relist hangs; over 180 the kubelet calls the PLEG not healthy.", "s",
-			query(`topk(20, `+lastSeen+`)`, "{{instance}}")).
+		series("Relist p99, slowest 20 nodes", "99th percentile of the global relist's duration, by node (pleg_relist_duration_seconds, whose buckets reach 10 minutes: a relist of minutes shows as it is). The 20 nodes slowest over the time range. PlegRelistSlow fires past half the health threshold (90 s of 180 by default); the kubelet's PLEG is unhealthy at the threshold.", "s",
+			query(bounded(`histogram_quantile(0.99, sum by (cluster, instance, le) (rate(pleg_relist_duration_seconds_bucket{`+fleet+`}[$__rate_interval])))`, "cluster, instance"), "{{instance}}")).
+			Thresholds(relistThreshold()).ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)),
+		series("Time since the last relist, 20 worst nodes", "Seconds since each node's last successful relist, for the 20 nodes worst over the time range. Over 60 a relist hangs; over 180 the kubelet calls the PLEG not healthy.", "s",
+			query(bounded(lastSeen, "cluster, instance"), "{{instance}}")).
 			Thresholds(staleness()).ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)),
 		series("Pod lifecycle events a second, by type", "The events every pleg produced (pleg_events_total), summed over the nodes chosen.", "ops",
 			query(`sum by (type) (rate(pleg_events_total{`+fleet+`}[$__rate_interval]))`, "{{type}}")),
@@ -198,13 +245,13 @@ func fleetPanels() []cog.Builder[dashboard.Panel] {
 // nodePanels show the nodes the instance variable chose.
 func nodePanels() []cog.Builder[dashboard.Panel] {
 	quantile := func(q, by string) string {
-		return `histogram_quantile(` + q + `, sum by (` + by + `, le) (rate(kubelet_pleg_relist_duration_seconds_bucket{` + nodes + `}[$__rate_interval])))`
+		return `histogram_quantile(` + q + `, sum by (` + by + `, le) (rate(pleg_relist_duration_seconds_bucket{` + nodes + `}[$__rate_interval])))`
 	}
 	return []cog.Builder[dashboard.Panel]{
-		series("Relist duration", "p50 and p99 of the global relist, by node.", "s",
+		series("Relist duration", "p50 and p99 of the global relist, by node (pleg_relist_duration_seconds, up to 10 minutes; the kubelet-compatible kubelet_pleg_relist_duration_seconds stops at 10 s).", "s",
 			query(quantile("0.5", "instance"), "{{instance}} p50"),
 			query(quantile("0.99", "instance"), "{{instance}} p99")).
-			Thresholds(relistDuration()).ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)),
+			Thresholds(relistThreshold()).ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)),
 		series("Time since the last relist, and relist in flight", "Seconds since the last successful relist; and whether a relist is under way (1), which, held, is a hung runtime call.", "s",
 			query(`time() - kubelet_pleg_last_seen_seconds{`+nodes+`}`, "{{instance}} since last relist"),
 			query(`pleg_relist_in_flight{`+nodes+`}`, "{{instance}} in flight")).

@@ -20,7 +20,9 @@ import (
 // checks the series and the rules' evaluation on them.
 func (c *cluster) scraped(t *testing.T, ctx context.Context) {
 	bin := promtest.Require(t)
-	rules, err := os.ReadFile(filepath.Join(repoRoot(), "charts", "pleg", "files", "prometheus-rules.yaml"))
+	// The chart's rules rendered with its defaults (job pleg), as a rule
+	// file for a Prometheus without the operator.
+	rules, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "prometheus", "prometheus-rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,211 @@
+{{/*
+pleg's Prometheus rules, as a rule file's text (groups: ...): the
+PrometheusRule's spec, and, rendered with the chart's defaults,
+deploy/prometheus/prometheus-rules.yaml (make generate), which promtool's
+unit tests (deploy/prometheus/prometheus-rules.test.yaml) test.
+
+Values they follow:
+- the job of pleg's series (pleg.job): every selector has it, so that a
+  second release's rules never judge this one's series;
+- health.relistThresholdSeconds, which also sets the daemon's
+  --relist-threshold: PlegNotHealthy's threshold, and PlegRelistSlow's
+  (a fraction of it);
+- prometheusRule.alerts.NAME: each alert's for:, severity, and enabled;
+- prometheusRule.additionalRuleLabels/Annotations, runbookUrlPattern,
+  absentReference, additionalGroups.
+Prometheus' own templates ({{ $labels.node }}) are written inside {{`...`}}
+so that Helm leaves them alone.
+*/}}
+
+{{/* pleg.alertOn: "true" unless prometheusRule.alerts.NAME.enabled is false. */}}
+{{- define "pleg.alertOn" -}}
+{{- $a := index .root.Values.prometheusRule.alerts .name | default dict }}
+{{- if or (not (hasKey $a "enabled")) $a.enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+pleg.alertMeta: an alert's for:, labels and its annotations' runbook_url
+and extras, from prometheusRule.alerts.NAME and the additional values;
+.annotations are the alert's own (summary, description).
+*/}}
+{{- define "pleg.alertMeta" -}}
+{{- $v := .root.Values.prometheusRule }}
+{{- $a := index $v.alerts .name | default dict }}
+{{- $labels := merge (dict "severity" ($a.severity | default "warning")) (.labels | default dict) (deepCopy ($v.additionalRuleLabels | default dict)) }}
+{{- $annotations := merge (deepCopy .annotations) (deepCopy ($v.additionalRuleAnnotations | default dict)) }}
+{{- with $v.runbookUrlPattern }}
+{{- $_ := set $annotations "runbook_url" (printf . (lower $.name)) }}
+{{- end }}
+for: {{ $a.for | default "5m" }}
+labels:
+  {{- toYaml $labels | nindent 2 }}
+annotations:
+  {{- toYaml $annotations | nindent 2 }}
+{{- end }}
+
+{{- define "pleg.ruleFile" -}}
+{{- $job := include "pleg.job" . }}
+{{- $sel := printf "job=%q" $job }}
+{{- $by := "cluster, job, node, instance" }}
+{{- $threshold := int .Values.health.relistThresholdSeconds }}
+{{- $alerts := .Values.prometheusRule.alerts }}
+groups:
+  - name: {{ $job }}.rules
+    rules:
+      # kubernetes-mixin's node_quantile:kubelet_pleg_relist_duration_seconds
+      # recording rule, over pleg's series. job is kept, so that two
+      # releases' recordings stay apart.
+      {{- range $q := list "0.99" "0.9" "0.5" }}
+      - record: node_quantile:pleg_relist_duration_seconds:histogram_quantile
+        expr: histogram_quantile({{ $q }}, sum by ({{ $by }}, le) (rate(kubelet_pleg_relist_duration_seconds_bucket{ {{- $sel -}} }[5m])))
+        labels:
+          quantile: {{ $q | quote }}
+      {{- end }}
+  - name: {{ $job }}.alerts
+    rules:
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegDurationHigh") }}
+      # The stock KubeletPlegDurationHigh, adapted: the kubelet-compatible
+      # histogram, whose last bucket is 10 s.
+      - alert: PlegDurationHigh
+        expr: node_quantile:pleg_relist_duration_seconds:histogram_quantile{ {{- $sel -}} ,quantile="0.99"} >= 10
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegDurationHigh" "annotations" (dict
+          "summary" "The pod lifecycle event generator is taking too long to relist."
+          "description" `The 99th percentile of pleg's relist duration on {{ $labels.node }} is {{ $value | humanizeDuration }}. Run pleg doctor on the node.`)) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegRelistSlow") }}
+      # Relists that complete, but take a good part of the health threshold
+      # (pleg_relist_duration_seconds, whose buckets reach 10 minutes): the
+      # node's PLEG is about to turn unhealthy. The threshold is a fraction
+      # of health.relistThresholdSeconds, the daemon's --relist-threshold.
+      {{- $fraction := (index $alerts "PlegRelistSlow" | default dict).fraction | default 0.5 | float64 }}
+      - alert: PlegRelistSlow
+        expr: histogram_quantile(0.99, sum by ({{ $by }}, le) (rate(pleg_relist_duration_seconds_bucket{ {{- $sel -}} }[5m]))) >= {{ mulf $threshold $fraction }}
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegRelistSlow" "annotations" (dict
+          "summary" "pleg's relists take a large part of the PLEG's health threshold."
+          "description" (printf `The 99th percentile of pleg's relist duration on {{ $labels.node }} is {{ $value | humanizeDuration }}, over %v of the %ds health threshold: the kubelet's PLEG on this node turns unhealthy if it reaches it. Run pleg doctor on the node.` $fraction $threshold))) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegRelistHung") }}
+      # Relisting stuck in a runtime call that does not answer: no relist
+      # succeeded for a minute, and within the last two minutes a relist
+      # was seen under way for over 10 s (the stock duration alert's
+      # threshold). A runtime that fails at once is PlegNotHealthy's alone.
+      # Each hung call ends at pleg's --timeout (2m) and the next relist
+      # hangs again, so the relist under way is a new one every few
+      # minutes (every 30 s and more in the evented mode): the time since
+      # the last success says how long it has lasted, the longest relist
+      # seen in flight that it hangs.
+      - alert: PlegRelistHung
+        expr: |
+          (time() - kubelet_pleg_last_seen_seconds{ {{- $sel -}} } > 60)
+          and
+          (max_over_time(((time() - pleg_relist_started_timestamp_seconds{ {{- $sel -}} }) * pleg_relist_in_flight{ {{- $sel -}} })[2m:]) > 10)
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegRelistHung" "annotations" (dict
+          "summary" "pleg's relist hangs in a call to the container runtime."
+          "description" (printf `pleg on {{ $labels.node }} has not completed a relist for {{ $value | humanizeDuration }}: a runtime call does not answer. The kubelet's PLEG on this node waits on the same runtime; it turns unhealthy after %ds. Run pleg doctor on the node.` $threshold))) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegNotHealthy") }}
+      # What the condition and the kubelet's own check report, as a metric:
+      # no successful relist for longer than the health threshold
+      # (health.relistThresholdSeconds, the daemon's --relist-threshold).
+      # The kubelet would call the node NotReady.
+      - alert: PlegNotHealthy
+        expr: time() - kubelet_pleg_last_seen_seconds{ {{- $sel -}} } > {{ $threshold }}
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegNotHealthy" "annotations" (dict
+          "summary" (printf "PLEG is not healthy: no successful relist for more than %ds." $threshold)
+          "description" `pleg on {{ $labels.node }} last relisted {{ $value | humanizeDuration }} ago; the container runtime does not answer its lists. Run pleg doctor on the node.`)) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegDown") }}
+      # A pleg that is there but does not answer its scrapes: crashing,
+      # wedged, or cut off by a NetworkPolicy. Every other alert of the
+      # node is blind meanwhile. A node that is down takes its pleg with
+      # it: inhibit this alert by KubeNodeNotReady on equal node and
+      # cluster (docs/runbook.md).
+      - alert: PlegDown
+        expr: up{ {{- $sel -}} } == 0
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegDown" "annotations" (dict
+          "summary" "Prometheus cannot scrape pleg."
+          "description" `Scrapes of pleg on {{ $labels.node }} have failed: its pod crashes or does not answer, its node is down, or the network does not let Prometheus through. pleg's other alerts cannot fire for this node meanwhile.`)) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegAbsent") }}
+      # No pleg target at all in a cluster: the DaemonSet is gone, or its
+      # series do not carry the job the rules select, and no other pleg
+      # alert can fire there. absent() alone would drop the cluster label,
+      # so each cluster that has the reference series (the kubelet's
+      # scrape, prometheusRule.absentReference) but no pleg target is one
+      # alert with its cluster; absent() answers only where no reference
+      # series exists at all.
+      - alert: PlegAbsent
+        expr: |
+          {{- with .Values.prometheusRule.absentReference }}
+          count by (cluster) ({{ . }})
+          unless on (cluster)
+          count by (cluster) (up{ {{- $sel -}} })
+          or on ()
+          {{- end }}
+          absent(up{ {{- $sel -}} })
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegAbsent" "labels" (dict "job" $job) "annotations" (dict
+          "summary" "No pleg target is scraped."
+          "description" (printf `Prometheus has no target with job="%s"{{ with $labels.cluster }} in cluster {{ . }}{{ end }}: pleg is not deployed, or its scrape configuration does not give its series that job, and none of pleg's alerts can fire.` $job))) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegKubeReportsFailing") }}
+      # The API server keeps refusing pleg's reports, or cannot be reached:
+      # writes failed (retried or dropped) and none succeeded for 15
+      # minutes, although the condition's heartbeat writes every 5. The
+      # node's PLEGDegraded condition and events are stale meanwhile.
+      - alert: PlegKubeReportsFailing
+        expr: |
+          sum by ({{ $by }}) (increase(pleg_kube_reports_total{ {{- $sel -}} ,result=~"dropped|retried"}[15m])) > 0
+          unless on ({{ $by }})
+          sum by ({{ $by }}) (increase(pleg_kube_reports_total{ {{- $sel -}} ,result="written"}[15m])) > 0
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegKubeReportsFailing" "annotations" (dict
+          "summary" "pleg cannot write its node condition and events to the Kubernetes API."
+          "description" `pleg on {{ $labels.node }} failed {{ $value | humanize }} writes to the Kubernetes API in 15 minutes and made none: its PLEGDegraded condition and events on the node are stale. Its log says why (forbidden, unreachable, throttled).`)) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegNodeConditionWarning") }}
+      # The early warnings pleg writes into its node condition before the
+      # PLEG turns unhealthy: a pod whose status calls hang (the kubelet's
+      # sync of that pod stalls) or a runtime list near the kubelet's
+      # message limit (past it, every relist of the kubelet fails).
+      - alert: PlegNodeConditionWarning
+        expr: pleg_node_condition{ {{- $sel -}} ,status="True",reason=~"PodStatusHung|ListNearSizeLimit"} == 1
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegNodeConditionWarning" "annotations" (dict
+          "summary" "pleg's node condition warns of a runtime about to fail the kubelet's PLEG."
+          "description" `pleg on {{ $labels.node }} reports PLEGDegraded with reason {{ $labels.reason }}; kubectl describe node {{ $labels.node }} shows its message.`)) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegJournalDegraded") }}
+      # The journal cannot use its state directory (full, read-only,
+      # unusable): it keeps events in memory, and a restart loses them
+      # (clients resume with a Gap, containers are reported again).
+      - alert: PlegJournalDegraded
+        expr: pleg_journal_degraded{ {{- $sel -}} } == 1
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegJournalDegraded" "annotations" (dict
+          "summary" "pleg's journal keeps its events in memory only."
+          "description" `pleg on {{ $labels.node }} cannot use its state directory and keeps its journal in memory: a restart loses its events. Its log says why (disk full, read-only, corrupt).`)) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegEventStreamDown") }}
+      # The runtime's event stream, which the mode asks for and the runtime
+      # has, has been down for over 15 minutes
+      # (pleg_evented_stream_down_seconds: 0 in generic mode and on a
+      # runtime without a stream, so those never fire it). pleg keeps
+      # working, relisting at the generic period, but a runtime whose
+      # stream broke is worth a look.
+      - alert: PlegEventStreamDown
+        expr: pleg_evented_stream_down_seconds{ {{- $sel -}} } > 900
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegEventStreamDown" "annotations" (dict
+          "summary" "The container runtime's event stream is down; pleg relists alone."
+          "description" `pleg on {{ $labels.node }} has had no container event stream from the runtime for {{ $value | humanizeDuration }} and relists alone meanwhile. Its log and pleg doctor say why.`)) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegPodInspectionDeadlines") }}
+      # Pod inspections that pass their deadline: a status call of the
+      # runtime hangs for some pods, whose next relist tries again. The
+      # kubelet's sync of these pods waits on the same calls.
+      - alert: PlegPodInspectionDeadlines
+        expr: sum by ({{ $by }}) (increase(pleg_pod_inspection_failures_total{ {{- $sel -}} ,reason="deadline"}[10m])) > 0
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegPodInspectionDeadlines" "annotations" (dict
+          "summary" "The runtime's status calls for some pods pass their deadline."
+          "description" `pleg on {{ $labels.node }} saw {{ $value | humanize }} pod inspections pass their deadline in 10 minutes: the runtime does not answer status calls for these pods. pleg doctor on the node names them.`)) | trim | nindent 8 }}
+      {{- end }}
+{{- with .Values.prometheusRule.additionalGroups }}
+{{ toYaml . | indent 2 }}
+{{- end }}
+{{- end }}
