@@ -39,67 +39,24 @@ type module struct {
 // standard library and every module the binaries link, read from their
 // build information, with the go.sum hash as a checksum.
 func (o buildOptions) sbom(ref name.Tag, digest v1.Hash, bins []builtBinary) ([]byte, error) {
-	var goVersion, mainPath string
-	mods := map[string]*module{} // by path@version
-	var order []string
-	for _, b := range bins {
-		bi, err := buildinfo.ReadFile(b.path)
-		if err != nil {
-			return nil, fmt.Errorf("build information of %s: %w", b.path, err)
-		}
-		if goVersion != "" && bi.GoVersion != goVersion {
-			return nil, fmt.Errorf("the binaries were built by %s and %s", goVersion, bi.GoVersion)
-		}
-		goVersion, mainPath = bi.GoVersion, bi.Main.Path
-		for _, d := range bi.Deps {
-			if d.Replace != nil {
-				d = d.Replace
-			}
-			key := d.Path + "@" + d.Version
-			m, ok := mods[key]
-			if !ok {
-				m = &module{Path: d.Path, Version: d.Version, Sum: d.Sum}
-				mods[key] = m
-				order = append(order, key)
-			}
-			m.Platforms = append(m.Platforms, b.platform.String())
-		}
+	linked, err := readModules(bins)
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(order)
-
-	noAssertion := "NOASSERTION"
-	pkg := func(id, name, version, purl string) *spdx.Package {
-		p := &spdx.Package{
-			PackageName:               name,
-			PackageSPDXIdentifier:     common.ElementID(id),
-			PackageVersion:            version,
-			PackageDownloadLocation:   noAssertion,
-			FilesAnalyzed:             false,
-			IsFilesAnalyzedTagPresent: true,
-			PackageLicenseConcluded:   noAssertion,
-			PackageLicenseDeclared:    noAssertion,
-			PackageCopyrightText:      noAssertion,
-		}
-		if purl != "" {
-			p.PackageExternalReferences = []*spdx.PackageExternalReference{{
-				Category: common.CategoryPackageManager,
-				RefType:  common.TypePackageManagerPURL,
-				Locator:  purl,
-			}}
-		}
-		return p
-	}
-
-	image := pkg("Image", ref.Context().String(), ref.TagStr(),
-		packageurl.NewPackageURL(packageurl.TypeOCI, "", path.Base(ref.RepositoryStr()), digest.String(),
-			packageurl.QualifiersFromMap(map[string]string{"repository_url": ref.Context().String(), "tag": ref.TagStr()}), "").ToString())
+	qualifiers := packageurl.QualifiersFromMap(map[string]string{
+		"repository_url": ref.Context().String(),
+		"tag":            ref.TagStr(),
+	})
+	repoName := path.Base(ref.RepositoryStr())
+	purl := packageurl.NewPackageURL(packageurl.TypeOCI, "", repoName, digest.String(), qualifiers, "")
+	image := pkg("Image", ref.Context().String(), ref.TagStr(), purl.ToString())
 	image.PackageChecksums = []common.Checksum{{Algorithm: common.SHA256, Value: digest.Hex}}
 	image.PrimaryPackagePurpose = "CONTAINER"
 	image.PackageDownloadLocation = ref.Context().String()
 	image.PackageLicenseDeclared = "Apache-2.0"
 	image.PackageSupplier = &common.Supplier{SupplierType: "Organization", Supplier: "The pleg Authors"}
 
-	main := pkg("Package-pleg", mainPath, o.Version, golangPURL(mainPath, o.Version))
+	main := pkg("Package-pleg", linked.mainPath, o.Version, golangPURL(linked.mainPath, o.Version))
 	main.PrimaryPackagePurpose = "APPLICATION"
 	main.PackageDownloadLocation = "git+" + projectURL + "@" + o.Revision
 	main.PackageLicenseDeclared = "Apache-2.0"
@@ -110,7 +67,7 @@ func (o buildOptions) sbom(ref name.Tag, digest v1.Hash, bins []builtBinary) ([]
 	}
 	main.PackageComment = "/pleg, built for " + strings.Join(platforms, ", ")
 
-	stdlib := pkg("Package-stdlib", "stdlib", goVersion, golangPURL("stdlib", goVersion))
+	stdlib := pkg("Package-stdlib", "stdlib", linked.goVersion, golangPURL("stdlib", linked.goVersion))
 	stdlib.PackageComment = "the Go standard library and runtime"
 
 	doc := &spdx.Document{
@@ -134,16 +91,8 @@ func (o buildOptions) sbom(ref name.Tag, digest v1.Hash, bins []builtBinary) ([]
 			relationship(string(main.PackageSPDXIdentifier), "DEPENDS_ON", stdlib),
 		},
 	}
-	for i, key := range order {
-		m := mods[key]
-		p := pkg(fmt.Sprintf("Package-go-module-%d", i+1), m.Path, m.Version, golangPURL(m.Path, m.Version))
-		if sum, ok := h1SHA256(m.Sum); ok {
-			p.PackageChecksums = []common.Checksum{{Algorithm: common.SHA256, Value: sum}}
-			p.PackageComment = "checksum: the module's go.sum hash " + m.Sum + " (SHA-256 of its file list), in hex"
-		}
-		if len(m.Platforms) < len(bins) {
-			p.PackageComment = strings.TrimPrefix(p.PackageComment+"; only in the binary for "+strings.Join(m.Platforms, ", "), "; ")
-		}
+	for i, m := range linked.modules {
+		p := modulePackage(i, m, len(bins))
 		doc.Packages = append(doc.Packages, p)
 		doc.Relationships = append(doc.Relationships, relationship(string(main.PackageSPDXIdentifier), "DEPENDS_ON", p))
 	}
@@ -152,6 +101,84 @@ func (o buildOptions) sbom(ref name.Tag, digest v1.Hash, bins []builtBinary) ([]
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// linkedModules is what the binaries' build information says they link.
+type linkedModules struct {
+	goVersion, mainPath string
+	modules             []*module // by path and version
+}
+
+func readModules(bins []builtBinary) (linkedModules, error) {
+	var l linkedModules
+	byKey := map[string]*module{} // path@version
+	for _, b := range bins {
+		bi, err := buildinfo.ReadFile(b.path)
+		if err != nil {
+			return l, fmt.Errorf("build information of %s: %w", b.path, err)
+		}
+		if l.goVersion != "" && bi.GoVersion != l.goVersion {
+			return l, fmt.Errorf("the binaries were built by %s and %s", l.goVersion, bi.GoVersion)
+		}
+		l.goVersion, l.mainPath = bi.GoVersion, bi.Main.Path
+		for _, d := range bi.Deps {
+			if d.Replace != nil {
+				d = d.Replace
+			}
+			key := d.Path + "@" + d.Version
+			m, ok := byKey[key]
+			if !ok {
+				m = &module{Path: d.Path, Version: d.Version, Sum: d.Sum}
+				byKey[key] = m
+				l.modules = append(l.modules, m)
+			}
+			m.Platforms = append(m.Platforms, b.platform.String())
+		}
+	}
+	slices.SortFunc(l.modules, func(a, b *module) int {
+		return strings.Compare(a.Path+"@"+a.Version, b.Path+"@"+b.Version)
+	})
+	return l, nil
+}
+
+// pkg is an SPDX package that asserts nothing of its licenses and files.
+func pkg(id, name, version, purl string) *spdx.Package {
+	const noAssertion = "NOASSERTION"
+	p := &spdx.Package{
+		PackageName:               name,
+		PackageSPDXIdentifier:     common.ElementID(id),
+		PackageVersion:            version,
+		PackageDownloadLocation:   noAssertion,
+		FilesAnalyzed:             false,
+		IsFilesAnalyzedTagPresent: true,
+		PackageLicenseConcluded:   noAssertion,
+		PackageLicenseDeclared:    noAssertion,
+		PackageCopyrightText:      noAssertion,
+	}
+	if purl != "" {
+		p.PackageExternalReferences = []*spdx.PackageExternalReference{{
+			Category: common.CategoryPackageManager,
+			RefType:  common.TypePackageManagerPURL,
+			Locator:  purl,
+		}}
+	}
+	return p
+}
+
+// modulePackage is the i-th module's package, of the binaries of
+// platforms platforms.
+func modulePackage(i int, m *module, platforms int) *spdx.Package {
+	p := pkg(fmt.Sprintf("Package-go-module-%d", i+1), m.Path, m.Version, golangPURL(m.Path, m.Version))
+	var comments []string
+	if sum, ok := h1SHA256(m.Sum); ok {
+		p.PackageChecksums = []common.Checksum{{Algorithm: common.SHA256, Value: sum}}
+		comments = append(comments, "checksum: the module's go.sum hash "+m.Sum+" (SHA-256 of its file list), in hex")
+	}
+	if len(m.Platforms) < platforms {
+		comments = append(comments, "only in the binary for "+strings.Join(m.Platforms, ", "))
+	}
+	p.PackageComment = strings.Join(comments, "; ")
+	return p
 }
 
 func relationship(a, rel string, b *spdx.Package) *spdx.Relationship {
