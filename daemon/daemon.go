@@ -354,8 +354,8 @@ func canonicalEndpoint(ep string) string {
 		path = ep
 	}
 	path = filepath.Clean(path)
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
 	}
 	return "unix://" + path
 }

@@ -177,19 +177,19 @@ func recoveries(t *testing.T, d *Daemon, outcome string) float64 {
 // One socket under two names is one endpoint.
 func TestCanonicalEndpoint(t *testing.T) {
 	dir := t.TempDir()
-	real := filepath.Join(dir, "run", "crio")
-	if err := os.MkdirAll(real, 0o755); err != nil {
+	crioDir := filepath.Join(dir, "run", "crio")
+	if err := os.MkdirAll(crioDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(real, "crio.sock")
+	sock := filepath.Join(crioDir, "crio.sock")
 	if err := os.WriteFile(sock, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Join(dir, "run"), filepath.Join(dir, "varrun")); err != nil {
 		t.Fatal(err)
 	}
-	realSock, _ := filepath.EvalSymlinks(sock) // t.TempDir may itself sit under a link
-	want := "unix://" + realSock
+	crioDirSock, _ := filepath.EvalSymlinks(sock) // t.TempDir may itself sit under a link
+	want := "unix://" + crioDirSock
 	for _, ep := range []string{"unix://" + sock, sock, "unix://" + filepath.Join(dir, "varrun", "crio", "crio.sock"),
 		"unix://" + filepath.Join(dir, "varrun", "crio", ".", "crio.sock")} {
 		if got := canonicalEndpoint(ep); got != want {
