@@ -84,7 +84,8 @@ func (s *Server) StartControllers(ctx context.Context, bin NodeBinaries) error {
 		name string
 		port int
 	}{{kcm, "kube-controller-manager", ports[0]}, {sched, "kube-scheduler", ports[1]}} {
-		if err := waitFor(ctx, c.p, c.name, func() error { return httpsOK("https://127.0.0.1:" + strconv.Itoa(c.port) + "/healthz") }); err != nil {
+		healthz := "https://127.0.0.1:" + strconv.Itoa(c.port) + "/healthz"
+		if err := waitFor(ctx, c.p, c.name, func() error { return httpsOK(healthz) }); err != nil {
 			return err
 		}
 	}
@@ -157,39 +158,7 @@ func (s *Server) StartKubelet(ctx context.Context, bin NodeBinaries, opts Kubele
 	if err != nil {
 		return nil, errors.Join(err, k.cleanup())
 	}
-	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: %[1]s
-port: %[2]d
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %[3]d
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: false}
-  x509: {clientCAFile: %[4]q}
-authorization: {mode: AlwaysAllow}
-containerRuntimeEndpoint: %[5]q
-cgroupDriver: cgroupfs
-failCgroupV1: false
-failSwapOn: false
-localStorageCapacityIsolation: false
-# The root disk is the machine's: no eviction or image collection on
-# its figures, whatever else runs there.
-evictionHard: {memory.available: 100Mi}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-# A status write every 10 s, changed or not, as before 1.13: the tests
-# watch pleg's condition live beside the kubelet's own writes.
-nodeStatusUpdateFrequency: 10s
-nodeStatusReportFrequency: 10s
-clusterDomain: cluster.local
-cgroupRoot: %[8]q
-staticPodPath: %[6]q
-volumePluginDir: %[7]q
-serializeImagePulls: false
-`, opts.NodeIP, ports[0], ports[1], s.caFile, opts.RuntimeEndpoint,
-		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"), k.cgroupRoot)
+	config := kubeletConfig(opts, ports, s.caFile, dir, k.cgroupRoot)
 	configPath := filepath.Join(dir, "config.yaml")
 	if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
 		return nil, errors.Join(err, k.cleanup())
@@ -224,6 +193,44 @@ serializeImagePulls: false
 		return nil, fmt.Errorf("%w\nkubelet log:\n%s", errors.Join(err, k.Stop()), k.LogTail(30))
 	}
 	return k, nil
+}
+
+// kubeletConfig is the kubelet's configuration file: serving on the
+// node's address at ports[0], its health at ports[1] on loopback, in dir.
+func kubeletConfig(opts KubeletOptions, ports []int, caFile, dir, cgroupRoot string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %[1]s
+port: %[2]d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %[3]d
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %[4]q}
+authorization: {mode: AlwaysAllow}
+containerRuntimeEndpoint: %[5]q
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+localStorageCapacityIsolation: false
+# The root disk is the machine's: no eviction or image collection on
+# its figures, whatever else runs there.
+evictionHard: {memory.available: 100Mi}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+# A status write every 10 s, changed or not, as before 1.13: the tests
+# watch pleg's condition live beside the kubelet's own writes.
+nodeStatusUpdateFrequency: 10s
+nodeStatusReportFrequency: 10s
+clusterDomain: cluster.local
+cgroupRoot: %[8]q
+staticPodPath: %[6]q
+volumePluginDir: %[7]q
+serializeImagePulls: false
+`, opts.NodeIP, ports[0], ports[1], caFile, opts.RuntimeEndpoint,
+		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"), cgroupRoot)
 }
 
 // Log is the kubelet's log so far.

@@ -102,44 +102,59 @@ func writeSecrets(dir string, opts Options) (secrets, error) {
 		{s.saKey, "PRIVATE KEY", saKeyDER},
 	}
 	if opts.Nodes {
-		// The kubelets take a client certificate signed by this CA
-		// (authentication.x509.clientCAFile) as the API server's.
-		clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		client, err := kubeletClientCert(dir, ca, caKey, now)
 		if err != nil {
 			return s, err
 		}
-		clientDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-			SerialNumber: big.NewInt(3),
-			Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.Add(24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		}, ca, &clientKey.PublicKey, caKey)
-		if err != nil {
-			return s, err
-		}
-		clientKeyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
-		if err != nil {
-			return s, err
-		}
-		s.kubeletClientCert, s.kubeletClientKey = filepath.Join(dir, "kubelet-client.crt"), filepath.Join(dir, "kubelet-client.key")
-		files = append(files,
-			pemFile{s.kubeletClientCert, "CERTIFICATE", clientDER},
-			pemFile{s.kubeletClientKey, "PRIVATE KEY", clientKeyDER})
+		s.kubeletClientCert, s.kubeletClientKey = client[0].path, client[1].path
+		files = append(files, client...)
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.kind, Bytes: f.der}), 0o600); err != nil {
 			return s, fmt.Errorf("kubetest: %w", err)
 		}
 	}
+	return s, writeTokens(s.tokens, opts.Tokens)
+}
+
+// writeTokens writes the static token file: the admin's, and tokens.
+func writeTokens(path string, tokens []Token) error {
 	// token,user,uid,"groups"
-	tokens := AdminToken + `,pleg-test-admin,pleg-test-admin,"system:masters"` + "\n"
-	for _, t := range opts.Tokens {
-		tokens += fmt.Sprintf("%s,%s,%s,%q\n", t.Token, t.User, t.User, strings.Join(t.Groups, ","))
+	lines := AdminToken + `,pleg-test-admin,pleg-test-admin,"system:masters"` + "\n"
+	for _, t := range tokens {
+		lines += fmt.Sprintf("%s,%s,%s,%q\n", t.Token, t.User, t.User, strings.Join(t.Groups, ","))
 	}
-	if err := os.WriteFile(s.tokens, []byte(tokens), 0o600); err != nil {
-		return s, fmt.Errorf("kubetest: %w", err)
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		return fmt.Errorf("kubetest: %w", err)
 	}
-	return s, nil
+	return nil
+}
+
+// kubeletClientCert makes the API server's client certificate towards
+// the kubelets, which take one signed by the CA (their
+// authentication.x509.clientCAFile) as the API server's.
+func kubeletClientCert(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time) ([]pemFile, error) {
+	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	clientDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, &clientKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	clientKeyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
+	if err != nil {
+		return nil, err
+	}
+	return []pemFile{
+		{filepath.Join(dir, "kubelet-client.crt"), "CERTIFICATE", clientDER},
+		{filepath.Join(dir, "kubelet-client.key"), "PRIVATE KEY", clientKeyDER},
+	}, nil
 }

@@ -508,9 +508,13 @@ func runbookBlock(doc string) string {
 	return ""
 }
 
-// uninstall removes the release and checks what it leaves: the condition
-// Unknown, as pleg says when it stops, and none of the chart's objects.
+// uninstall removes the release as docs/kubernetes.md says, and checks
+// what it leaves: the condition Unknown, as pleg says when it stops, and
+// none of the chart's objects. (helm uninstall alone deletes the
+// ServiceAccount and the role as it deletes the DaemonSet, before the
+// pods stop, and their last write is refused.)
 func (c *cluster) uninstall(t *testing.T, ctx context.Context) {
+	c.run(t, ctx, "kubectl", "delete", "daemonset", "-n", namespace, release, "--cascade=foreground")
 	c.run(t, ctx, "helm", "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "5m")
 	if err := waitFor(ctx, "PLEGDegraded Unknown", func() (bool, error) {
 		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -147,7 +146,10 @@ func waitFor(ctx context.Context, what string, cond func() (bool, error)) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), last)
+			if last == nil {
+				return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+			}
+			return fmt.Errorf("waiting for %s: %w (last: %w)", what, ctx.Err(), last)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -185,8 +187,8 @@ func follow(t *testing.T, socket string) *follower {
 
 func (f *follower) stop() {
 	f.cancel()
-	<-f.done
-	f.done <- context.Canceled // stop is idempotent
+	err := <-f.done
+	f.done <- err // for the next stop or err
 }
 
 // err is why the follower stopped, or nil while it follows.
@@ -294,6 +296,3 @@ func compare(kubelet, pleg []key) (onlyKubelet, onlyPleg, twice []key) {
 	sort(twice)
 	return onlyKubelet, onlyPleg, twice
 }
-
-// errNotYet marks a condition that may still come true.
-var errNotYet = errors.New("not yet")
