@@ -417,6 +417,22 @@ func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	t.Logf("PLEGDegraded True (%s) %v after containerd froze", reason, time.Since(frozen).Round(time.Second))
+	// pleg serves what it is for, the runtime's sickness included: its
+	// pod stays Ready by the kubelet's probes, so that a node whose
+	// runtime hangs holds no rollout of pleg (the condition says it).
+	if err := waitFor(ctx, "three readiness probes of the kubelet", func() (bool, error) {
+		return time.Since(frozen) > 3*10*time.Second, nil // the chart's periodSeconds: 10
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.plegPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready, since := podReady(p); !ready || since.After(frozen) {
+		t.Errorf("with the runtime frozen, pleg's pod Ready=%v since %v (frozen at %v): a sick runtime made pleg unready",
+			ready, since, frozen)
+	}
 	if err := waitFor(ctx, "an event on the node naming the cause", func() (bool, error) {
 		evs, err := c.cs.EventsV1().Events("").List(ctx, metav1.ListOptions{})
 		if err != nil {
