@@ -175,12 +175,6 @@ func relistThreshold() *dashboard.ThresholdsConfigBuilder {
 	})
 }
 
-func relistDuration() *dashboard.ThresholdsConfigBuilder {
-	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
-		{Color: "green"}, {Value: cog.ToPtr(10.0), Color: "red"},
-	})
-}
-
 func series(title, description, unit string, targets ...cog.Builder[variants.Dataquery]) *timeseries.PanelBuilder {
 	p := timeseries.NewPanelBuilder().Title(title).Description(description).Unit(unit).Height(8).Span(12).
 		FillOpacity(10).
