@@ -672,3 +672,31 @@ func TestLoadRegistry(t *testing.T) {
 		})
 	}
 }
+
+// TestRuntimeConfigCgroupDriver: RuntimeConfig reports the configured
+// cgroup driver, which a kubelet from 1.34 takes over its own setting;
+// an unknown driver is refused by New.
+func TestRuntimeConfigCgroupDriver(t *testing.T) {
+	for _, tt := range []struct {
+		driver string
+		want   runtimeapi.CgroupDriver
+	}{
+		{"", runtimeapi.CgroupDriver_SYSTEMD},
+		{CgroupDriverSystemd, runtimeapi.CgroupDriver_SYSTEMD},
+		{CgroupDriverCgroupfs, runtimeapi.CgroupDriver_CGROUPFS},
+	} {
+		t.Run(tt.driver, func(t *testing.T) {
+			rc := dial(t, startSim(t, Options{CgroupDriver: tt.driver}))
+			resp, err := rc.RuntimeConfig(context.Background(), &runtimeapi.RuntimeConfigRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.GetLinux().GetCgroupDriver(); got != tt.want {
+				t.Errorf("cgroup driver %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if err := (Options{CgroupDriver: "cgroupv3"}).Validate(); err == nil || !strings.Contains(err.Error(), "cgroupv3") {
+		t.Errorf("Validate of cgroup driver cgroupv3: %v, want an error naming it", err)
+	}
+}

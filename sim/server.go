@@ -131,8 +131,9 @@ func (r *runtimeServer) RuntimeConfig(
 	if err != nil {
 		return nil, err
 	}
+	driver, _ := parseCgroupDriver(r.s.opts.CgroupDriver) // validated by New
 	return &runtimeapi.RuntimeConfigResponse{
-		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_SYSTEMD},
+		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: driver},
 	}, nil
 }
 
