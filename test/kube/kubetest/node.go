@@ -119,6 +119,16 @@ type KubeletOptions struct {
 	// Verbosity is the kubelet's -v; at 2 it logs every PLEG event it
 	// syncs a pod on ("SyncLoop (PLEG)").
 	Verbosity int
+	// CgroupRoot, when set, is the cgroup (e.g. "/plegsim") under which
+	// the kubelet makes its kubepods hierarchy, instead of the root: a
+	// kubelet that shares the machine with another one must not see the
+	// other's pod cgroups, which it would take for orphans and remove.
+	// StartKubelet creates it in every hierarchy; Stop removes it.
+	CgroupRoot string
+	// ReadOnlyPort, when not 0, is the kubelet's read-only port on
+	// NodeIP, plain HTTP without authentication: its /metrics for a
+	// benchmark that reads them.
+	ReadOnlyPort int
 }
 
 // Kubelet is a running kubelet.
@@ -128,6 +138,8 @@ type Kubelet struct {
 	// logsBefore are the entries of the host's pod log directories before
 	// it started: it writes its pods' logs there, wherever its root is.
 	logsBefore map[string]bool
+	// cgroupRoot is KubeletOptions.CgroupRoot.
+	cgroupRoot string
 }
 
 // podLogDirs are where every kubelet keeps its pods' logs.
@@ -158,7 +170,14 @@ func (s *Server) StartKubelet(ctx context.Context, bin NodeBinaries, opts Kubele
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	k := &Kubelet{dir: dir, logPath: filepath.Join(dir, "kubelet.log"), logsBefore: logEntries()}
+	k := &Kubelet{dir: dir, logPath: filepath.Join(dir, "kubelet.log"), logsBefore: logEntries(), cgroupRoot: opts.CgroupRoot}
+	cgroupRoot := ""
+	if opts.CgroupRoot != "" {
+		if err := makeCgroupRoot(opts.CgroupRoot); err != nil {
+			return nil, errors.Join(err, k.cleanup())
+		}
+		cgroupRoot = fmt.Sprintf("cgroupRoot: %q\n", opts.CgroupRoot)
+	}
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, errors.Join(err, k.cleanup())
@@ -171,7 +190,7 @@ func (s *Server) StartKubelet(ctx context.Context, bin NodeBinaries, opts Kubele
 kind: KubeletConfiguration
 address: %[1]s
 port: %[2]d
-readOnlyPort: 0
+readOnlyPort: %[9]d
 healthzBindAddress: 127.0.0.1
 healthzPort: %[3]d
 authentication:
@@ -197,8 +216,8 @@ clusterDomain: cluster.local
 staticPodPath: %[6]q
 volumePluginDir: %[7]q
 serializeImagePulls: false
-`, opts.NodeIP, ports[0], ports[1], s.caFile, opts.RuntimeEndpoint,
-		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"))
+%[8]s`, opts.NodeIP, ports[0], ports[1], s.caFile, opts.RuntimeEndpoint,
+		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"), cgroupRoot, opts.ReadOnlyPort)
 	configPath := filepath.Join(dir, "config.yaml")
 	if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
 		return nil, errors.Join(err, k.cleanup())
@@ -264,7 +283,12 @@ func (k *Kubelet) cleanup() error {
 			_ = os.WriteFile(filepath.Join(os.TempDir(), filepath.Base(k.dir)+".log"), data, 0o644)
 		}
 	}
-	errs := []error{runtimetest.UnmountBelow(k.dir), os.RemoveAll(k.dir), removeKubepods()}
+	errs := []error{runtimetest.UnmountBelow(k.dir), os.RemoveAll(k.dir)}
+	if k.cgroupRoot != "" {
+		errs = append(errs, removeCgroups(k.cgroupRoot))
+	} else {
+		errs = append(errs, removeKubepods())
+	}
 	for e := range logEntries() {
 		if !k.logsBefore[e] {
 			errs = append(errs, os.RemoveAll(e))
@@ -276,10 +300,45 @@ func (k *Kubelet) cleanup() error {
 // removeKubepods removes the cgroups a kubelet made for its pods (the
 // cgroupfs driver's kubepods, in every v1 hierarchy), deepest first, once
 // their pods are gone; one that still holds a process stays.
-func removeKubepods() error {
-	roots, err := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+func removeKubepods() error { return removeCgroups("/kubepods") }
+
+// cgroupHierarchies are the mounted cgroup v1 hierarchies (and the v2 one
+// of a hybrid machine, "unified").
+func cgroupHierarchies() ([]string, error) {
+	return filepath.Glob("/sys/fs/cgroup/*")
+}
+
+// makeCgroupRoot creates the cgroup root in every hierarchy: the kubelet
+// refuses a cgroupRoot that does not exist.
+func makeCgroupRoot(root string) error {
+	hs, err := cgroupHierarchies()
 	if err != nil {
 		return err
+	}
+	var errs []error
+	for _, h := range hs {
+		if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(h, root), 0o755); err != nil {
+			errs = append(errs, fmt.Errorf("kubetest: cgroup root: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroups removes cgroup (a path such as /kubepods) and the cgroups
+// below it in every hierarchy, deepest first.
+func removeCgroups(cgroup string) error {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	var roots []string
+	for _, h := range hs {
+		if fi, err := os.Stat(filepath.Join(h, cgroup)); err == nil && fi.IsDir() {
+			roots = append(roots, filepath.Join(h, cgroup))
+		}
 	}
 	var errs []error
 	for _, root := range roots {
