@@ -74,6 +74,15 @@ type Options struct {
 	// from 1.34 takes the runtime's answer over its own cgroupDriver, so a
 	// kubelet on a machine without systemd needs "cgroupfs" here.
 	CgroupDriver string
+	// ImageFsMountpoint is the mount point ImageFsInfo reports; default
+	// /var/lib/pleg-sim/images. A kubelet reads the filesystem there for
+	// its eviction manager, so on a real kubelet's machine it must exist.
+	ImageFsMountpoint string
+	// LogRoot, when set, is prefixed to the log paths ReopenContainerLog
+	// creates (under /var/log/pods, as the kubelet asks): tests keep them
+	// out of the host's directory. Empty, they are where the kubelet
+	// looks for them.
+	LogRoot string
 	// Registry is the content of the simulated registry images are pulled
 	// from; nil makes every reference an image of its own. See Registry.
 	Registry Registry
@@ -335,4 +344,14 @@ func parseCgroupDriver(s string) (runtimeapi.CgroupDriver, error) {
 		return runtimeapi.CgroupDriver_CGROUPFS, nil
 	}
 	return 0, fmt.Errorf("cgroup driver %q: want %s or %s", s, CgroupDriverSystemd, CgroupDriverCgroupfs)
+}
+
+// DefaultImageFsMountpoint is ImageFsInfo's mount point by default.
+const DefaultImageFsMountpoint = "/var/lib/pleg-sim/images"
+
+func (o Options) imageFsMountpoint() string {
+	if o.ImageFsMountpoint == "" {
+		return DefaultImageFsMountpoint
+	}
+	return o.ImageFsMountpoint
 }

@@ -41,3 +41,15 @@ func TestUnhealthy(t *testing.T) {
 		}
 	}
 }
+
+func TestUnimplemented(t *testing.T) {
+	log := `E1126 remote_runtime.go:1094] "ReopenContainerLog from runtime service failed" err="rpc error: code = Unimplemented desc = method ReopenContainerLog not implemented" containerID="92"
+E1126 container_log_manager.go:250] "Container log doesn't exist, reopen container log failed" err="rpc error: code = Unimplemented desc = method ReopenContainerLog not implemented"
+E1126 x.go:1] "X failed" err="rpc error: code = Unimplemented desc = unknown method GetContainerEvents for service runtime.v1.RuntimeService"
+I1126 other line
+`
+	got := unimplemented([]byte(log))
+	if len(got) != 2 || got["ReopenContainerLog"] != 2 || got["GetContainerEvents"] != 1 {
+		t.Errorf("unimplemented: %v, want ReopenContainerLog 2 and GetContainerEvents 1", got)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,7 +114,16 @@ func startNode(t testing.TB, latency string, kubeletOpts kubetest.KubeletOptions
 	}
 	// No pods of its own and no churn: every pod is the kubelet's. The
 	// kubelet collects exited containers itself.
-	n.sim = simtest.Start(t, sim.Options{Latency: model, Seed: 1, CgroupDriver: sim.CgroupDriverCgroupfs})
+	// Its image file system is a directory that exists: the kubelet's
+	// eviction manager reads the file system there.
+	imageFs, err := os.MkdirTemp("", "pleg-sim-images-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(imageFs) })
+	n.sim = simtest.Start(t, sim.Options{
+		Latency: model, Seed: 1, CgroupDriver: sim.CgroupDriverCgroupfs, ImageFsMountpoint: imageFs,
+	})
 	n.pleg = collect(t, n.sim)
 
 	kubeletOpts.NodeName, kubeletOpts.Token, kubeletOpts.NodeIP = nodeName, nodeToken, nodeIP
@@ -371,4 +382,27 @@ func TestKubeletOnSim(t *testing.T) {
 		t.Errorf("pleg delivered %d Started and Died events of the work pods, want %d", plegN, want)
 	}
 	t.Logf("pleg's %d Started and Died events are the kubelet's %d", plegN, kubeletN)
+
+	// Whatever the kubelet asked of its runtime, the simulator served.
+	log, err := n.kubelet.Log()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := unimplemented(log); len(calls) > 0 {
+		t.Errorf("the kubelet called CRI methods the simulator does not serve: %v", calls)
+	}
 }
+
+// unimplemented returns the CRI methods a kubelet's log says its runtime
+// answered Unimplemented, with how often.
+func unimplemented(log []byte) map[string]int {
+	out := map[string]int{}
+	for line := range strings.Lines(string(log)) {
+		if m := unimplementedLine.FindStringSubmatch(line); m != nil {
+			out[m[1]]++
+		}
+	}
+	return out
+}
+
+var unimplementedLine = regexp.MustCompile(`code = Unimplemented desc = (?:unknown )?method (\w+)`)
