@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/sim"
@@ -67,7 +68,15 @@ func BenchmarkKubeletRelist(b *testing.B) {
 		b.Fatal(err)
 	}
 	n := startNode(b, sim.LatencySeedNode, kubetest.KubeletOptions{Verbosity: 1, ReadOnlyPort: port})
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	defer cancel()
+	// Pods are created at the pace of a controller, not of a client's
+	// default 5 a second.
+	cfg := n.server.Config(kubetest.AdminToken)
+	cfg.QPS, cfg.Burst = 100, 200
+	if n.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		b.Fatal(err)
+	}
 	metricsURL := fmt.Sprintf("http://%s:%d/metrics", nodeIP, port)
 	created := 0
 	for _, size := range sizes {
