@@ -129,6 +129,9 @@ type KubeletOptions struct {
 	// NodeIP, plain HTTP without authentication: its /metrics for a
 	// benchmark that reads them.
 	ReadOnlyPort int
+	// MaxPods is the kubelet's maxPods; 0 keeps its default, 110, past
+	// which it refuses pods (OutOfpods).
+	MaxPods int
 }
 
 // Kubelet is a running kubelet.
@@ -171,12 +174,15 @@ func (s *Server) StartKubelet(ctx context.Context, bin NodeBinaries, opts Kubele
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
 	k := &Kubelet{dir: dir, logPath: filepath.Join(dir, "kubelet.log"), logsBefore: logEntries(), cgroupRoot: opts.CgroupRoot}
-	cgroupRoot := ""
+	cgroupRoot := "" // and the other optional settings
 	if opts.CgroupRoot != "" {
 		if err := makeCgroupRoot(opts.CgroupRoot); err != nil {
 			return nil, errors.Join(err, k.cleanup())
 		}
 		cgroupRoot = fmt.Sprintf("cgroupRoot: %q\n", opts.CgroupRoot)
+	}
+	if opts.MaxPods > 0 {
+		cgroupRoot += fmt.Sprintf("maxPods: %d\n", opts.MaxPods)
 	}
 	ports, err := freePorts(2)
 	if err != nil {

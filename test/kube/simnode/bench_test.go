@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,7 +68,7 @@ func BenchmarkKubeletRelist(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := startNode(b, sim.LatencySeedNode, kubetest.KubeletOptions{Verbosity: 1, ReadOnlyPort: port})
+	n := startNode(b, sim.LatencySeedNode, kubetest.KubeletOptions{Verbosity: 1, ReadOnlyPort: port, MaxPods: slices.Max(sizes) + 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
 	defer cancel()
 	// Pods are created at the pace of a controller, not of a client's
