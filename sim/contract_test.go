@@ -5,8 +5,8 @@ package sim
 
 import (
 	"cmp"
-	"errors"
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
