@@ -15,7 +15,7 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: build image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet
+.PHONY: build image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim
 
 # test/kube is a Go module of its own: it requires k8s.io/kubernetes and
 # etcd, to test reporting into a real kube-apiserver, and the product's
@@ -175,6 +175,18 @@ fleet:
 	cd $(KUBE_TEST_MODULE) && PLEG_FLEET_NODES=$(FLEET_NODES) PLEG_FLEET_REST=$(FLEET_REST) \
 	  PLEG_FLEET_MODE=$(FLEET_MODE) PLEG_FLEET_RELIST=$(FLEET_RELIST) PLEG_FLEET_OUT=$(abspath $(FLEET_OUT)) \
 	  $(GO) test -count=1 -v -run '^TestFleet$$' -timeout 120m ./fleet/
+
+## kubelet-on-sim: a real kubelet with pleg sim as its runtime (the seed
+## node's latencies), grown to 100, 500 and 1,000 pods with pleg beside
+## it: time to all Running, the kubelet's and pleg's relist p50/p99, and
+## "PLEG is not healthy" (docs/kubelet-on-sim.md; root, some 20 minutes).
+## KUBELET_ON_SIM_SIZES and KUBELET_ON_SIM_STEADY choose others.
+KUBELET_ON_SIM_SIZES ?= 100,500,1000
+KUBELET_ON_SIM_STEADY ?= 1m
+kubelet-on-sim:
+	cd $(KUBE_TEST_MODULE) && PLEG_KUBELET_ON_SIM=1 PLEG_KUBELET_ON_SIM_SIZES=$(KUBELET_ON_SIM_SIZES) \
+	  PLEG_KUBELET_ON_SIM_STEADY=$(KUBELET_ON_SIM_STEADY) \
+	  $(GO) test -count=1 -run '^$$' -bench '^BenchmarkKubeletRelist$$' -benchtime 1x -timeout 90m ./simnode/
 
 ## demo: the daemon over the simulated runtime with churn
 demo:

@@ -6,6 +6,7 @@ package sim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -670,5 +671,117 @@ func TestLoadRegistry(t *testing.T) {
 				t.Fatalf("LoadRegistry: %v, %v; want %v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestRuntimeConfigCgroupDriver: RuntimeConfig reports the configured
+// cgroup driver, which a kubelet from 1.34 takes over its own setting;
+// an unknown driver is refused by New.
+func TestRuntimeConfigCgroupDriver(t *testing.T) {
+	for _, tt := range []struct {
+		driver string
+		want   runtimeapi.CgroupDriver
+	}{
+		{"", runtimeapi.CgroupDriver_SYSTEMD},
+		{CgroupDriverSystemd, runtimeapi.CgroupDriver_SYSTEMD},
+		{CgroupDriverCgroupfs, runtimeapi.CgroupDriver_CGROUPFS},
+	} {
+		t.Run(tt.driver, func(t *testing.T) {
+			rc := dial(t, startSim(t, Options{CgroupDriver: tt.driver}))
+			resp, err := rc.RuntimeConfig(context.Background(), &runtimeapi.RuntimeConfigRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.GetLinux().GetCgroupDriver(); got != tt.want {
+				t.Errorf("cgroup driver %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if err := (Options{CgroupDriver: "cgroupv3"}).Validate(); err == nil || !strings.Contains(err.Error(), "cgroupv3") {
+		t.Errorf("Validate of cgroup driver cgroupv3: %v, want an error naming it", err)
+	}
+}
+
+// TestReopenContainerLog: a running container's log file is made where
+// the kubelet looks for it (below LogRoot here), and kept if it exists;
+// a container not running gets FailedPrecondition and no file, an
+// unknown one NotFound.
+func TestReopenContainerLog(t *testing.T) {
+	root := t.TempDir()
+	s := startSim(t, Options{LogRoot: root})
+	rc, _ := dialBoth(t, s)
+	ctx := context.Background()
+	sb, err := rc.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podSandboxConfig("logs", "uid-logs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f fixture
+	for _, c := range []struct {
+		name string
+		id   *string
+		stop bool
+	}{{"run", &f.running, false}, {"done", &f.exited, true}} {
+		cfg := containerConfigFor("logs", "uid-logs", c.name, 0)
+		cfg.LogPath = c.name + "/0.log" // as the kubelet names it
+		resp, err := rc.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.GetPodSandboxId(), Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		*c.id = resp.GetContainerId()
+		if _, err := rc.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: *c.id}); err != nil {
+			t.Fatal(err)
+		}
+		if c.stop {
+			if _, err := rc.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: *c.id, Timeout: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	path := func(id string) string {
+		st, err := rc.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetStatus().GetLogPath() == "" {
+			t.Fatalf("container %s has no log path", id)
+		}
+		return filepath.Join(root, st.GetStatus().GetLogPath())
+	}
+	for range 2 { // the second finds the file there
+		if _, err := rc.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: f.running}); err != nil {
+			t.Fatalf("ReopenContainerLog of a running container: %v", err)
+		}
+		if fi, err := os.Stat(path(f.running)); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("after ReopenContainerLog, %s: %v", path(f.running), err)
+		}
+	}
+	_, err = rc.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: f.exited})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("ReopenContainerLog of an exited container: %v, want FailedPrecondition", err)
+	}
+	if _, err := os.Stat(path(f.exited)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an exited container's log file: %v, want none", err)
+	}
+	_, err = rc.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: "nope"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("ReopenContainerLog of an unknown container: %v, want NotFound", err)
+	}
+}
+
+// TestImageFsMountpoint: ImageFsInfo reports the configured mount point,
+// which a kubelet stats for its eviction manager.
+func TestImageFsMountpoint(t *testing.T) {
+	for _, tt := range []struct{ set, want string }{
+		{"", DefaultImageFsMountpoint},
+		{"/var/lib/kubelet", "/var/lib/kubelet"},
+	} {
+		_, ic := dialBoth(t, startSim(t, Options{ImageFsMountpoint: tt.set}))
+		fs, err := ic.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fs.GetImageFilesystems()[0].GetFsId().GetMountpoint(); got != tt.want {
+			t.Errorf("ImageFsMountpoint %q: mount point %q, want %q", tt.set, got, tt.want)
+		}
 	}
 }

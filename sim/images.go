@@ -348,7 +348,7 @@ func (r *imageServer) ImageFsInfo(
 	}
 	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
 		Timestamp:  r.s.clock.Now().UnixNano(),
-		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/pleg-sim/images"},
+		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: r.s.opts.imageFsMountpoint()},
 		UsedBytes:  &runtimeapi.UInt64Value{Value: used},
 		InodesUsed: &runtimeapi.UInt64Value{Value: uint64(len(im.byID))},
 	}}}, nil

@@ -37,6 +37,7 @@ const (
 	opImageFsInfo
 	opContainerStats
 	opListContainerStats
+	opReopenContainerLog
 	numOps
 )
 
@@ -88,6 +89,8 @@ func (o op) String() string {
 		return opNameContainerStats
 	case opListContainerStats:
 		return opNameListContainerStats
+	case opReopenContainerLog:
+		return opNameReopenContainerLog
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -97,6 +100,7 @@ func (o op) String() string {
 const (
 	opNameContainerStats     = "container_stats"
 	opNameListContainerStats = "list_container_stats"
+	opNameReopenContainerLog = "reopen_container_log"
 )
 
 // Operations returns every operation name the simulator serves, in a

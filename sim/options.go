@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -68,6 +69,20 @@ type Options struct {
 	// HistoryLimit is how many changes History keeps; default
 	// DefaultHistoryLimit, negative keeps none.
 	HistoryLimit int
+	// CgroupDriver is the cgroup driver RuntimeConfig reports, "systemd"
+	// (the default, as containerd and CRI-O ship) or "cgroupfs". A kubelet
+	// from 1.34 takes the runtime's answer over its own cgroupDriver, so a
+	// kubelet on a machine without systemd needs "cgroupfs" here.
+	CgroupDriver string
+	// ImageFsMountpoint is the mount point ImageFsInfo reports; default
+	// /var/lib/pleg-sim/images. A kubelet reads the filesystem there for
+	// its eviction manager, so on a real kubelet's machine it must exist.
+	ImageFsMountpoint string
+	// LogRoot, when set, is prefixed to the log paths ReopenContainerLog
+	// creates (under /var/log/pods, as the kubelet asks): tests keep them
+	// out of the host's directory. Empty, they are where the kubelet
+	// looks for them.
+	LogRoot string
 	// Registry is the content of the simulated registry images are pulled
 	// from; nil makes every reference an image of its own. See Registry.
 	Registry Registry
@@ -284,6 +299,9 @@ func (o Options) validate() error {
 	if _, err := o.Registry.normalized(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := parseCgroupDriver(o.CgroupDriver); err != nil {
+		errs = append(errs, err)
+	}
 	if o.Pods < 0 {
 		errs = append(errs, fmt.Errorf("pods %d must not be negative", o.Pods))
 	}
@@ -309,4 +327,31 @@ func (o Options) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Cgroup drivers of Options.CgroupDriver.
+const (
+	CgroupDriverSystemd  = "systemd"
+	CgroupDriverCgroupfs = "cgroupfs"
+)
+
+// parseCgroupDriver maps Options.CgroupDriver to the CRI's value.
+func parseCgroupDriver(s string) (runtimeapi.CgroupDriver, error) {
+	switch s {
+	case "", CgroupDriverSystemd:
+		return runtimeapi.CgroupDriver_SYSTEMD, nil
+	case CgroupDriverCgroupfs:
+		return runtimeapi.CgroupDriver_CGROUPFS, nil
+	}
+	return 0, fmt.Errorf("cgroup driver %q: want %s or %s", s, CgroupDriverSystemd, CgroupDriverCgroupfs)
+}
+
+// DefaultImageFsMountpoint is ImageFsInfo's mount point by default.
+const DefaultImageFsMountpoint = "/var/lib/pleg-sim/images"
+
+func (o Options) imageFsMountpoint() string {
+	if o.ImageFsMountpoint == "" {
+		return DefaultImageFsMountpoint
+	}
+	return o.ImageFsMountpoint
 }

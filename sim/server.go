@@ -6,6 +6,8 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -131,8 +133,9 @@ func (r *runtimeServer) RuntimeConfig(
 	if err != nil {
 		return nil, err
 	}
+	driver, _ := parseCgroupDriver(r.s.opts.CgroupDriver) // validated by New
 	return &runtimeapi.RuntimeConfigResponse{
-		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_SYSTEMD},
+		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: driver},
 	}, nil
 }
 
@@ -349,6 +352,61 @@ func (r *runtimeServer) StartContainer(
 		return nil, err
 	}
 	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+// ReopenContainerLog makes the running container's log file anew where
+// the kubelet expects it, empty: the simulator's containers write
+// nothing, but a kubelet whose container log manager finds no file asks
+// for it every 10 s, per container. A container that is not running gets
+// an error and no file, as the CRI allows.
+func (r *runtimeServer) ReopenContainerLog(
+	ctx context.Context,
+	req *runtimeapi.ReopenContainerLogRequest,
+) (*runtimeapi.ReopenContainerLogResponse, error) {
+	f, err := r.s.begin(ctx, opReopenContainerLog)
+	if err == nil {
+		err = r.s.finish(ctx, f, opReopenContainerLog, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var logPath string
+	err = r.s.mutate(func(st *store, _ *eventBuf) error {
+		c, err := st.container(req.GetContainerId())
+		if err != nil {
+			return err
+		}
+		if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return status.Errorf(codes.FailedPrecondition, "container %s is not running", c.id)
+		}
+		logPath = c.logPath
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if logPath != "" {
+		if err := touch(r.s.opts.LogRoot, logPath); err != nil {
+			return nil, status.Errorf(codes.Internal, "reopen the log of %s: %v", req.GetContainerId(), err)
+		}
+	}
+	return &runtimeapi.ReopenContainerLogResponse{}, nil
+}
+
+// touch creates the file at path (below root, when root is set), and its
+// directory, if they do not exist.
+func touch(root, path string) error {
+	if root != "" {
+		path = filepath.Join(root, path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func (r *runtimeServer) StopContainer(

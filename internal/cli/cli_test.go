@@ -46,6 +46,7 @@ func TestInvalidFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", "--simulate", "--sim-latency=slow"}, "slow"},
 		{[]string{"sim"}, "--socket is required"},
 		{[]string{"sim", "--socket=/nonexistent/s.sock", "--registry=/nonexistent/registry.yaml"}, "--registry: open /nonexistent/registry.yaml"},
+		{[]string{"sim", "--socket=/nonexistent/s.sock", "--cgroup-driver=cgroupv3"}, `--cgroup-driver: cgroup driver "cgroupv3": want systemd or cgroupfs`},
 		{[]string{"demo", "--duration=-1s"}, "--duration -1s"},
 		{[]string{"pods", "--timeout=-1s"}, "--timeout -1s: must be positive"},
 		{[]string{"version", "-t", "0"}, "--timeout 0s: must be positive (leave it out for the command's default)"},

@@ -125,10 +125,12 @@ func (g *global) watchedRuntime(
 
 func newSimCommand(g *global) *cobra.Command {
 	var (
-		socket   string
-		registry string
-		reg      sim.Registry
-		flags    simFlags
+		socket       string
+		registry     string
+		cgroupDriver string
+		imageFs      string
+		reg          sim.Registry
+		flags        simFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -153,6 +155,9 @@ same --seed gives the same sequence of changes.
 					return fmt.Errorf("--registry: %w", err)
 				}
 			}
+			if err := (sim.Options{CgroupDriver: cgroupDriver}).Validate(); err != nil {
+				return fmt.Errorf("--cgroup-driver: %w", err)
+			}
 			return flags.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -162,6 +167,7 @@ same --seed gives the same sequence of changes.
 				return err
 			}
 			opts.Registry = reg
+			opts.CgroupDriver, opts.ImageFsMountpoint = cgroupDriver, imageFs
 			opts.Logger = g.log
 			s, err := sim.New(opts)
 			if err != nil {
@@ -187,6 +193,10 @@ same --seed gives the same sequence of changes.
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket to serve on (required)")
 	cmd.Flags().StringVar(&registry, "registry", "", "YAML or JSON file of the simulated registry: image references "+
 		"mapped to {digest, user}; references with one digest are one image")
+	cmd.Flags().StringVar(&cgroupDriver, "cgroup-driver", sim.CgroupDriverSystemd, "cgroup driver RuntimeConfig reports: "+
+		"systemd or cgroupfs (a kubelet takes the runtime's)")
+	cmd.Flags().StringVar(&imageFs, "image-fs", sim.DefaultImageFsMountpoint, "mount point ImageFsInfo reports "+
+		"(a kubelet on the simulator reads the file system there: give a directory that exists)")
 	flags.register(cmd.Flags(), "")
 	return cmd
 }

@@ -4,6 +4,7 @@
 package kubetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -120,6 +121,19 @@ type KubeletOptions struct {
 	// Verbosity is the kubelet's -v; at 2 it logs every PLEG event it
 	// syncs a pod on ("SyncLoop (PLEG)").
 	Verbosity int
+	// CgroupRoot is the cgroup (e.g. "/plegsim") under which the kubelet
+	// makes its kubepods hierarchy; empty: one named after its directory.
+	// A kubelet kills the processes of pod cgroups it does not know, so
+	// two on one machine must not share one. StartKubelet makes it in
+	// every hierarchy; RemoveCgroups removes it.
+	CgroupRoot string
+	// ReadOnlyPort, when not 0, is the kubelet's read-only port on
+	// NodeIP, plain HTTP without authentication: its /metrics for a
+	// benchmark that reads them.
+	ReadOnlyPort int
+	// MaxPods is the kubelet's maxPods; 0 keeps its default, 110, past
+	// which it refuses pods (OutOfpods).
+	MaxPods int
 }
 
 // Kubelet is a running kubelet.
@@ -146,7 +160,10 @@ func (s *Server) StartKubelet(ctx context.Context, bin NodeBinaries, opts Kubele
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	k := &Kubelet{dir: dir, logPath: filepath.Join(dir, "kubelet.log"), cgroupRoot: "/" + filepath.Base(dir)}
+	k := &Kubelet{dir: dir, logPath: filepath.Join(dir, "kubelet.log"), cgroupRoot: opts.CgroupRoot}
+	if k.cgroupRoot == "" {
+		k.cgroupRoot = "/" + filepath.Base(dir)
+	}
 	if err := makeCgroupRoot(k.cgroupRoot); err != nil {
 		return nil, errors.Join(err, k.cleanup())
 	}
@@ -202,7 +219,8 @@ func kubeletConfig(opts KubeletOptions, ports []int, caFile, dir, cgroupRoot str
 kind: KubeletConfiguration
 address: %[1]s
 port: %[2]d
-readOnlyPort: 0
+readOnlyPort: %[9]d
+maxPods: %[10]d
 healthzBindAddress: 127.0.0.1
 healthzPort: %[3]d
 authentication:
@@ -230,7 +248,8 @@ staticPodPath: %[6]q
 volumePluginDir: %[7]q
 serializeImagePulls: false
 `, opts.NodeIP, ports[0], ports[1], caFile, opts.RuntimeEndpoint,
-		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"), cgroupRoot)
+		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"), cgroupRoot,
+		opts.ReadOnlyPort, cmp.Or(opts.MaxPods, 110))
 }
 
 // Log is the kubelet's log so far.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/test/kube/kubetest"
 )
 
 // work is the namespace of the test's workload.
@@ -225,7 +226,7 @@ func (c *cluster) waitSameEvents(t *testing.T, ctx context.Context, f *follower,
 		c.uids[string(p.UID)] = p.Namespace + "/" + p.Name
 	}
 	uids := c.uids
-	var onlyKubelet, onlyPleg, twice []key
+	var onlyKubelet, onlyPleg, twice []kubetest.PLEGKey
 	var kubeletN, plegN int
 	err = waitFor(ctx, "pleg's events of "+what+" to be the kubelet's", func() (bool, error) {
 		if err := f.err(); err != nil {
@@ -235,26 +236,26 @@ func (c *cluster) waitSameEvents(t *testing.T, ctx context.Context, f *follower,
 		if err != nil {
 			return false, err
 		}
-		kevs, err := kubeletEvents(log)
+		kevs, err := kubetest.KubeletPLEGEvents(log)
 		if err != nil {
 			return false, err
 		}
-		var k, p []key
+		var k, p []kubetest.PLEGKey
 		for _, ev := range kevs {
 			if name, ok := uids[ev.PodUID]; ok {
 				if ev.Pod != "" && ev.Pod != name {
 					t.Errorf("the kubelet names pod %s %q, the API %q", ev.PodUID, ev.Pod, name)
 				}
-				k = append(k, ev.key)
+				k = append(k, ev.PLEGKey)
 			}
 		}
 		for _, ev := range f.snapshot() {
 			if _, ok := uids[ev.PodUID]; ok && (ev.Type == "ContainerStarted" || ev.Type == "ContainerDied") {
-				p = append(p, key{PodUID: ev.PodUID, Type: ev.Type, ID: ev.ContainerID})
+				p = append(p, kubetest.PLEGKey{PodUID: ev.PodUID, Type: ev.Type, ID: ev.ContainerID})
 			}
 		}
 		kubeletN, plegN = len(k), len(p)
-		onlyKubelet, onlyPleg, twice = compare(k, p)
+		onlyKubelet, onlyPleg, twice = kubetest.ComparePLEG(k, p)
 		return len(onlyKubelet) == 0 && len(onlyPleg) == 0 && len(twice) == 0, nil
 	})
 	if err != nil {

@@ -4,15 +4,11 @@
 package node
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -206,93 +202,4 @@ func (f *follower) snapshot() []api.Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.events)
-}
-
-// key is one PLEG event as both the kubelet and pleg tell it: the pod's
-// UID, the type and the container's (or sandbox's) ID.
-type key struct {
-	PodUID, Type, ID string
-}
-
-func (k key) String() string { return k.Type + " " + k.PodUID + "/" + shortID(k.ID) }
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
-// kubeletEvent is one line of the kubelet's log about a PLEG event.
-type kubeletEvent struct {
-	key
-	Pod string // namespace/name, when the kubelet still knew the pod
-}
-
-// The kubelet logs each PLEG event it syncs a pod on at -v=2 ("SyncLoop
-// (PLEG): event for pod", with the pod as namespace/name), and at -v=4
-// those of pods it no longer has; ContainerRemoved it never syncs on, so
-// it never logs it.
-var (
-	plegLine  = regexp.MustCompile(`"SyncLoop \(PLEG\): [^"]*"(?: pod="([^"]+)")? event=(\{[^}]*\})`)
-	plegEvent = struct {
-		ID, Type string
-		Data     any
-	}{}
-)
-
-// kubeletEvents parses the kubelet's log.
-func kubeletEvents(log []byte) ([]kubeletEvent, error) {
-	var out []kubeletEvent
-	sc := bufio.NewScanner(bytes.NewReader(log))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := plegLine.FindSubmatch(sc.Bytes())
-		if m == nil {
-			continue
-		}
-		ev := plegEvent
-		if err := json.Unmarshal(m[2], &ev); err != nil {
-			return nil, fmt.Errorf("kubelet log line %q: %w", sc.Text(), err)
-		}
-		id, _ := ev.Data.(string)
-		out = append(out, kubeletEvent{key: key{PodUID: ev.ID, Type: ev.Type, ID: id}, Pod: string(m[1])})
-	}
-	return out, sc.Err()
-}
-
-// compare returns what one side has and the other lacks, and what either
-// has twice.
-func compare(kubelet, pleg []key) (onlyKubelet, onlyPleg, twice []key) {
-	count := func(ks []key) map[key]int {
-		m := map[key]int{}
-		for _, k := range ks {
-			m[k]++
-		}
-		return m
-	}
-	kc, pc := count(kubelet), count(pleg)
-	for k, n := range kc {
-		if pc[k] == 0 {
-			onlyKubelet = append(onlyKubelet, k)
-		}
-		if n > 1 {
-			twice = append(twice, k)
-		}
-	}
-	for k, n := range pc {
-		if kc[k] == 0 {
-			onlyPleg = append(onlyPleg, k)
-		}
-		if n > 1 {
-			twice = append(twice, k)
-		}
-	}
-	sort := func(ks []key) {
-		slices.SortFunc(ks, func(a, b key) int { return strings.Compare(a.String(), b.String()) })
-	}
-	sort(onlyKubelet)
-	sort(onlyPleg)
-	sort(twice)
-	return onlyKubelet, onlyPleg, twice
 }

@@ -1,0 +1,97 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package kubetest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// PLEGKey is one PLEG event as both the kubelet and pleg tell it: the
+// pod's UID, the type and the container's (or sandbox's) ID.
+type PLEGKey struct {
+	PodUID, Type, ID string
+}
+
+func (k PLEGKey) String() string {
+	id := k.ID
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return k.Type + " " + k.PodUID + "/" + id
+}
+
+// KubeletPLEGEvent is one line of a kubelet's log about a PLEG event.
+type KubeletPLEGEvent struct {
+	PLEGKey
+	// Pod is namespace/name, when the kubelet still knew the pod.
+	Pod string
+}
+
+// The kubelet logs each PLEG event it syncs a pod on at -v=2 ("SyncLoop
+// (PLEG): event for pod", the pod as namespace/name), and at -v=4 those
+// of pods it no longer has; ContainerRemoved it never syncs on, so it
+// never logs it.
+var plegLine = regexp.MustCompile(`"SyncLoop \(PLEG\): [^"]*"(?: pod="([^"]+)")? event=(\{[^}]*\})`)
+
+// KubeletPLEGEvents parses a kubelet's log for its PLEG events.
+func KubeletPLEGEvents(log []byte) ([]KubeletPLEGEvent, error) {
+	var out []KubeletPLEGEvent
+	sc := bufio.NewScanner(bytes.NewReader(log))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := plegLine.FindSubmatch(sc.Bytes())
+		if m == nil {
+			continue
+		}
+		var ev struct {
+			ID, Type string
+			Data     any
+		}
+		if err := json.Unmarshal(m[2], &ev); err != nil {
+			return nil, fmt.Errorf("kubelet log line %q: %w", sc.Text(), err)
+		}
+		id, _ := ev.Data.(string)
+		out = append(out, KubeletPLEGEvent{PLEGKey: PLEGKey{PodUID: ev.ID, Type: ev.Type, ID: id}, Pod: string(m[1])})
+	}
+	return out, sc.Err()
+}
+
+// ComparePLEG returns what one side has and the other lacks, and what
+// either has more than once, each sorted.
+func ComparePLEG(kubelet, pleg []PLEGKey) (onlyKubelet, onlyPleg, twice []PLEGKey) {
+	count := func(ks []PLEGKey) map[PLEGKey]int {
+		m := map[PLEGKey]int{}
+		for _, k := range ks {
+			m[k]++
+		}
+		return m
+	}
+	kc, pc := count(kubelet), count(pleg)
+	for k, n := range kc {
+		if pc[k] == 0 {
+			onlyKubelet = append(onlyKubelet, k)
+		}
+		if n > 1 {
+			twice = append(twice, k)
+		}
+	}
+	for k, n := range pc {
+		if kc[k] == 0 {
+			onlyPleg = append(onlyPleg, k)
+		}
+		if n > 1 {
+			twice = append(twice, k)
+		}
+	}
+	for _, ks := range [][]PLEGKey{onlyKubelet, onlyPleg, twice} {
+		slices.SortFunc(ks, func(a, b PLEGKey) int { return strings.Compare(a.String(), b.String()) })
+	}
+	return onlyKubelet, onlyPleg, twice
+}
