@@ -122,7 +122,7 @@ func (c *cluster) eventsMatchTheKubelet(t *testing.T, ctx context.Context, f *fo
 	}
 	// The controller manager gives the namespace its default service
 	// account, which admission wants of every pod.
-	if err := waitFor(ctx, "the namespace's default service account", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "the namespace's default service account", func() (bool, error) {
 		_, err := c.cs.CoreV1().ServiceAccounts(work).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, err
 	}); err != nil {
@@ -140,7 +140,7 @@ func (c *cluster) eventsMatchTheKubelet(t *testing.T, ctx context.Context, f *fo
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, "the workload", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "the workload", func() (bool, error) {
 		return c.workloadDone(ctx)
 	}); err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func (c *cluster) eventsMatchTheKubelet(t *testing.T, ctx context.Context, f *fo
 		t.Fatal(err)
 	}
 	c.uids[string(doomed.UID)] = work + "/doomed"
-	if err := waitFor(ctx, "the doomed pod's removal", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "the doomed pod's removal", func() (bool, error) {
 		_, err := c.cs.CoreV1().Pods(work).Get(ctx, "doomed", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {
@@ -165,7 +165,7 @@ func (c *cluster) eventsMatchTheKubelet(t *testing.T, ctx context.Context, f *fo
 	// never shows: its garbage collection removes them within a minute
 	// or two.
 	removed := map[bool]int{}
-	if err := waitFor(ctx, "ContainerRemoved of the deleted pod's sandbox and container", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "ContainerRemoved of the deleted pod's sandbox and container", func() (bool, error) {
 		clear(removed)
 		for _, ev := range f.snapshot() {
 			name, ok := c.uids[ev.PodUID]
@@ -228,7 +228,7 @@ func (c *cluster) waitSameEvents(t *testing.T, ctx context.Context, f *follower,
 	uids := c.uids
 	var onlyKubelet, onlyPleg, twice []kubetest.PLEGKey
 	var kubeletN, plegN int
-	err = waitFor(ctx, "pleg's events of "+what+" to be the kubelet's", func() (bool, error) {
+	err = kubetest.WaitFor(ctx, "pleg's events of "+what+" to be the kubelet's", func() (bool, error) {
 		if err := f.err(); err != nil {
 			t.Fatalf("the follower of pleg's events stopped: %v", err)
 		}
@@ -312,7 +312,7 @@ func completingJob() *batchv1.Job {
 // kubelet's own status writes, and that the token reaches no other node.
 func (c *cluster) conditionBesideTheKubelet(t *testing.T, ctx context.Context) {
 	var heartbeats []time.Time
-	if err := waitFor(ctx, "three status writes of the kubelet with PLEGDegraded beside them", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "three status writes of the kubelet with PLEGDegraded beside them", func() (bool, error) {
 		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -359,7 +359,7 @@ func (c *cluster) rollingUpdate(t *testing.T, ctx context.Context, img image, in
 	if cur.UID == old.UID {
 		t.Fatalf("helm upgrade left pod %s in place", old.Name)
 	}
-	if err := waitFor(ctx, "the churn pod to complete", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "the churn pod to complete", func() (bool, error) {
 		p, err := c.cs.CoreV1().Pods(work).Get(ctx, "churn", metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodSucceeded, err
 	}); err != nil {
@@ -403,7 +403,7 @@ func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
 	}
 	defer thaw()
 	var reason string
-	if err := waitFor(ctx, "PLEGDegraded True", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "PLEGDegraded True", func() (bool, error) {
 		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -421,7 +421,7 @@ func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
 	// pleg serves what it is for, the runtime's sickness included: its
 	// pod stays Ready by the kubelet's probes, so that a node whose
 	// runtime hangs holds no rollout of pleg (the condition says it).
-	if err := waitFor(ctx, "three readiness probes of the kubelet", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "three readiness probes of the kubelet", func() (bool, error) {
 		return time.Since(frozen) > 3*10*time.Second, nil // the chart's periodSeconds: 10
 	}); err != nil {
 		t.Fatal(err)
@@ -434,7 +434,7 @@ func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
 		t.Errorf("with the runtime frozen, pleg's pod Ready=%v since %v (frozen at %v): a sick runtime made pleg unready",
 			ready, since, frozen)
 	}
-	if err := waitFor(ctx, "an event on the node naming the cause", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "an event on the node naming the cause", func() (bool, error) {
 		evs, err := c.cs.EventsV1().Events("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -449,7 +449,7 @@ func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	thaw()
-	if err := waitFor(ctx, "PLEGDegraded False again", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "PLEGDegraded False again", func() (bool, error) {
 		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -533,7 +533,7 @@ func runbookBlock(doc string) string {
 func (c *cluster) uninstall(t *testing.T, ctx context.Context) {
 	c.run(t, ctx, "kubectl", "delete", "daemonset", "-n", namespace, release, "--cascade=foreground")
 	c.run(t, ctx, "helm", "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "5m")
-	if err := waitFor(ctx, "PLEGDegraded Unknown", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "PLEGDegraded Unknown", func() (bool, error) {
 		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err

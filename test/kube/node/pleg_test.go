@@ -129,28 +129,6 @@ func podReady(p *corev1.Pod) (bool, time.Time) {
 	return false, time.Time{}
 }
 
-// waitFor polls cond every half second until it holds or ctx ends.
-func waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-			}
-			return fmt.Errorf("waiting for %s: %w (last: %w)", what, ctx.Err(), last)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 // follower reads pleg's /v1/events on the node's API socket, resuming
 // after the last event it read whenever the stream ends (a pod restart),
 // as `pleg watch --server unix:///run/pleg/pleg.sock` does.

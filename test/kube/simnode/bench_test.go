@@ -87,7 +87,7 @@ func BenchmarkKubeletRelist(b *testing.B) {
 				start := time.Now()
 				n.createPodsFrom(b, ctx, created, size)
 				created = max(created, size)
-				if err := waitFor(ctx, fmt.Sprintf("%d pods Running", size), func() (bool, error) {
+				if err := kubetest.WaitFor(ctx, fmt.Sprintf("%d pods Running", size), func() (bool, error) {
 					running, _, err := n.running(ctx)
 					return running >= size, err
 				}); err != nil {

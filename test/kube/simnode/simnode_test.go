@@ -150,7 +150,7 @@ func startNode(t testing.TB, latency string, kubeletOpts kubetest.KubeletOptions
 	if n.cs, err = n.server.Client(); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, "node "+nodeName+" Ready", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "node "+nodeName+" Ready", func() (bool, error) {
 		nd, err := n.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -224,28 +224,6 @@ func (c *collector) snapshot() []pleg.Event {
 	return append([]pleg.Event(nil), c.events...)
 }
 
-// waitFor polls cond every half second until it holds or ctx ends.
-func waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-			}
-			return fmt.Errorf("waiting for %s: %w (last: %w)", what, ctx.Err(), last)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 // workPod is a pod bound to the node: one container, no service account
 // token (no controller publishes the namespace's CA here).
 func workPod(i int) *corev1.Pod {
@@ -313,7 +291,7 @@ func TestKubeletOnSim(t *testing.T) {
 	start := time.Now()
 	n.createPods(t, ctx, pods)
 	var uids map[string]string
-	if err := waitFor(ctx, fmt.Sprintf("%d pods Running", pods), func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, fmt.Sprintf("%d pods Running", pods), func() (bool, error) {
 		running, u, err := n.running(ctx)
 		if err != nil {
 			return false, err
@@ -337,7 +315,7 @@ func TestKubeletOnSim(t *testing.T) {
 	if err := n.cs.CoreV1().Pods(work).Delete(ctx, doomed.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, "the deleted pod to go", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "the deleted pod to go", func() (bool, error) {
 		_, err := n.cs.CoreV1().Pods(work).Get(ctx, doomed.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	}); err != nil {
@@ -349,7 +327,7 @@ func TestKubeletOnSim(t *testing.T) {
 	var onlyKubelet, onlyPleg, twice []kubetest.PLEGKey
 	var kubeletN, plegN int
 	died := 0
-	if err := waitFor(ctx, "pleg's events to be the kubelet's", func() (bool, error) {
+	if err := kubetest.WaitFor(ctx, "pleg's events to be the kubelet's", func() (bool, error) {
 		log, err := n.kubelet.Log()
 		if err != nil {
 			return false, err
