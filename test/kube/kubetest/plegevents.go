@@ -95,3 +95,28 @@ func ComparePLEG(kubelet, pleg []PLEGKey) (onlyKubelet, onlyPleg, twice []PLEGKe
 	}
 	return onlyKubelet, onlyPleg, twice
 }
+
+// PLEGEventsOf reads the kubelet's log for the PLEG events of the pods
+// uids names (UID to namespace/name). misnamed tells each event of those
+// pods for which the kubelet names the pod otherwise than uids does.
+func (k *Kubelet) PLEGEventsOf(uids map[string]string) (keys []PLEGKey, misnamed []string, err error) {
+	log, err := k.Log()
+	if err != nil {
+		return nil, nil, err
+	}
+	evs, err := KubeletPLEGEvents(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ev := range evs {
+		name, ok := uids[ev.PodUID]
+		if !ok {
+			continue
+		}
+		if ev.Pod != "" && ev.Pod != name {
+			misnamed = append(misnamed, fmt.Sprintf("pod %s: the kubelet says %q, the API %q", ev.PodUID, ev.Pod, name))
+		}
+		keys = append(keys, ev.PLEGKey)
+	}
+	return keys, misnamed, nil
+}

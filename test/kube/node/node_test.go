@@ -232,23 +232,14 @@ func (c *cluster) waitSameEvents(t *testing.T, ctx context.Context, f *follower,
 		if err := f.err(); err != nil {
 			t.Fatalf("the follower of pleg's events stopped: %v", err)
 		}
-		log, err := c.kubelet.Log()
+		k, misnamed, err := c.kubelet.PLEGEventsOf(uids)
 		if err != nil {
 			return false, err
 		}
-		kevs, err := kubetest.KubeletPLEGEvents(log)
-		if err != nil {
-			return false, err
+		for _, m := range misnamed {
+			t.Error(m)
 		}
-		var k, p []kubetest.PLEGKey
-		for _, ev := range kevs {
-			if name, ok := uids[ev.PodUID]; ok {
-				if ev.Pod != "" && ev.Pod != name {
-					t.Errorf("the kubelet names pod %s %q, the API %q", ev.PodUID, ev.Pod, name)
-				}
-				k = append(k, ev.PLEGKey)
-			}
-		}
+		var p []kubetest.PLEGKey
 		for _, ev := range f.snapshot() {
 			if _, ok := uids[ev.PodUID]; ok && (ev.Type == "ContainerStarted" || ev.Type == "ContainerDied") {
 				p = append(p, kubetest.PLEGKey{PodUID: ev.PodUID, Type: ev.Type, ID: ev.ContainerID})

@@ -328,23 +328,14 @@ func TestKubeletOnSim(t *testing.T) {
 	var kubeletN, plegN int
 	died := 0
 	if err := kubetest.WaitFor(ctx, "pleg's events to be the kubelet's", func() (bool, error) {
-		log, err := n.kubelet.Log()
+		k, misnamed, err := n.kubelet.PLEGEventsOf(uids)
 		if err != nil {
 			return false, err
 		}
-		kevs, err := kubetest.KubeletPLEGEvents(log)
-		if err != nil {
-			return false, err
+		for _, m := range misnamed {
+			t.Error(m)
 		}
-		var k, p []kubetest.PLEGKey
-		for _, ev := range kevs {
-			if name, ok := uids[ev.PodUID]; ok {
-				if ev.Pod != "" && ev.Pod != name {
-					t.Errorf("the kubelet names pod %s %q, the API %q", ev.PodUID, ev.Pod, name)
-				}
-				k = append(k, ev.PLEGKey)
-			}
-		}
+		var p []kubetest.PLEGKey
 		died = 0
 		for _, ev := range n.pleg.snapshot() {
 			if _, ok := uids[ev.PodUID]; ok && (ev.Type == pleg.ContainerStarted || ev.Type == pleg.ContainerDied) {
