@@ -3,7 +3,11 @@
 
 package pleg
 
-import "time"
+import (
+	"time"
+
+	"github.com/plegkit/pleg/internal/stream"
+)
 
 // EventType is the kind of a pod lifecycle event. The values are the
 // kubelet's, so events can be logged and matched the way kubelet's are.
@@ -101,6 +105,20 @@ const (
 	// the runtime sends that CRI does not define.
 	stateUnknown
 )
+
+// item is the state as the removal watch follows it.
+func (s state) item() stream.ItemState {
+	switch s {
+	case stateRunning:
+		return stream.ItemRunning
+	case stateExited:
+		return stream.ItemExited
+	case stateNonExistent:
+		return stream.ItemRemoved
+	default:
+		return stream.ItemOther
+	}
+}
 
 func (s state) String() string {
 	switch s {

@@ -10,6 +10,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -96,9 +97,14 @@ func (q *eventQueue) takeIf(match func(*runtimeapi.ContainerEventResponse) bool)
 	return taken
 }
 
-// enqueueEvent is the stream supervisor's deliver: it runs on the stream's
-// goroutine and only queues.
-func (g *Generator) enqueueEvent(ev *runtimeapi.ContainerEventResponse, connectedAt time.Time) {
+// streamSide is the generator as the stream machinery drives it
+// (stream.Generator): a type of its own, so that its methods stay out of
+// the Generator's exported API.
+type streamSide struct{ g *Generator }
+
+// Deliver runs on the stream's goroutine and only queues.
+func (s streamSide) Deliver(ev *runtimeapi.ContainerEventResponse, connectedAt time.Time) {
+	g := s.g
 	now := g.clock.Now()
 	if ev.GetCreatedAt() > 0 {
 		g.metrics.EventedLatency.Observe(now.Sub(time.Unix(0, ev.GetCreatedAt())).Seconds())
@@ -108,15 +114,26 @@ func (g *Generator) enqueueEvent(ev *runtimeapi.ContainerEventResponse, connecte
 	}
 }
 
-// streamChanged is the stream supervisor's changed: what changed while the
-// stream was down, or since it broke, only a list can tell.
-func (g *Generator) streamChanged(up, opened bool) {
+// StreamChanged asks for a global relist: what changed while the stream
+// was down, or since it broke, only a list can tell.
+func (s streamSide) StreamChanged(up, opened bool) {
 	if !up {
-		g.updateMode()
+		s.g.updateMode()
 	}
 	if up || opened {
-		g.requestGlobalRelist()
+		s.g.requestGlobalRelist()
 	}
+}
+
+// RelistPod queues a relist of pod uid, counted by why it is asked for.
+func (s streamSide) RelistPod(uid string, why stream.Reason) {
+	switch why {
+	case stream.RemovalUnseen:
+		s.g.metrics.RemovalWatchRelists.Inc()
+	case stream.RetryFailed:
+		s.g.metrics.InspectionRetries.Inc()
+	}
+	s.g.requests.add(uid, s.g.clock.Now())
 }
 
 // handleEvents applies the queued events. Callers hold relistMu.
@@ -248,7 +265,7 @@ func eventTypeLabel(t runtimeapi.ContainerEventType) string {
 
 // evented reports whether the event stream drives relists now.
 func (g *Generator) evented() bool {
-	return g.stream != nil && g.stream.holding(g.clock.Now())
+	return g.stream != nil && g.stream.Holding(g.clock.Now())
 }
 
 // streamConnected reports whether the event stream is connected, held or
@@ -258,7 +275,7 @@ func (g *Generator) streamConnected() bool {
 	if g.stream == nil {
 		return false
 	}
-	connected, _, _, _ := g.stream.snapshot()
+	connected, _, _, _ := g.stream.Snapshot()
 	return connected
 }
 
@@ -281,27 +298,15 @@ func (g *Generator) threshold() time.Duration {
 }
 
 // newStream returns the supervisor of src's event stream, wired to the
-// generator, with the removal watch that finds what the stream does not
-// tell.
-func (g *Generator) newStream(src runtime.EventSource) *streamSupervisor {
-	s := newStreamSupervisor(src, g.opts, g.metrics)
-	s.deliver, s.changed = g.enqueueEvent, g.streamChanged
-	s.watch = newRemovalWatch(g.rt, g.clock, g.log,
-		func(k removalKind) bool {
-			now := g.clock.Now()
-			return s.holding(now) && !s.tellsRemovals(k, now)
-		},
-		func(uid string) {
-			g.metrics.RemovalWatchRelists.Inc()
-			g.requests.add(uid, g.clock.Now())
-		})
-	s.retries = newPodRetries(g.clock,
-		func(uid string) {
-			g.metrics.InspectionRetries.Inc()
-			g.requests.add(uid, g.clock.Now())
-		},
-		g.health.isFailing, g.health.listFailing)
-	return s
+// generator.
+func (g *Generator) newStream(src runtime.EventSource) *stream.Supervisor {
+	return stream.New(src, g.rt, streamSide{g}, g.health, stream.Config{
+		Required:      g.opts.Mode == ModeEvented,
+		NoStreamRetry: g.opts.NoStreamRetry,
+		Clock:         g.clock,
+		Logger:        g.log,
+		Metrics:       g.metrics,
+	})
 }
 
 // listAll lists every sandbox and container for a global relist. While
@@ -386,18 +391,22 @@ func (g *Generator) retryRelist(uid string, deadline bool) {
 	if g.stream == nil || deadline || !g.evented() {
 		return
 	}
-	g.stream.retries.failed(uid, g.clock.Now())
+	g.stream.RelistFailed(uid, g.clock.Now())
 }
 
 // settled takes what a relist or a payload reported of pod uid, with the
 // removals among it no event told: a late DELETED must not report the
 // removed again, the removal watch follows what exited, and removals
 // found untold teach what the stream leaves out. Callers hold relistMu.
-func (g *Generator) settled(uid string, ts []transition, untold [numRemovalKinds][]string, observed time.Time) {
+func (g *Generator) settled(uid string, ts []transition, untold [stream.NumRemovalKinds][]string, observed time.Time) {
 	g.st.hints.tombstone(ts, observed)
-	g.stream.watch.settled(uid, ts, observed)
+	items := make([]stream.Item, 0, 8)
+	for _, t := range ts {
+		items = append(items, stream.Item{ID: t.id, Sandbox: t.sandbox, Now: t.new.item()})
+	}
+	g.stream.Settled(uid, items, observed)
 	for k, ids := range untold {
-		g.stream.removalsUntold(removalKind(k), ids, g.st.prevRelist, g.clock.Now())
+		g.stream.RemovalsUntold(stream.RemovalKind(k), ids, g.st.prevRelist, g.clock.Now())
 	}
 }
 
@@ -406,14 +415,14 @@ func (g *Generator) settled(uid string, ts []transition, untold [numRemovalKinds
 // hold relistMu.
 func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid string) {
 	id := ev.GetContainerId()
-	k, known := containerRemovals, false
+	k, known := stream.ContainerRemovals, false
 	switch rec := g.st.records[uid]; {
 	case ev.GetPodSandboxStatus().GetId() == id, rec != nil && rec.knows(id, true):
-		k, known = podRemovals, true
+		k, known = stream.PodRemovals, true
 	case rec != nil && rec.knows(id, false):
 		known = true
 	}
-	g.stream.removalTold(id, k, known, g.clock.Now())
+	g.stream.RemovalTold(id, k, known, g.clock.Now())
 }
 
 // updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
@@ -38,7 +39,7 @@ type Generator struct {
 	log     *slog.Logger
 	metrics *metrics.PLEG
 	// stream is nil in generic mode and for a runtime without a stream.
-	stream *streamSupervisor
+	stream *stream.Supervisor
 
 	// Safe for use from any goroutine: each locks itself.
 	health     *health          // how relisting fares: Healthy, Status
@@ -185,7 +186,7 @@ func (g *Generator) Healthy() (bool, error) {
 		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
 	}
 	if g.opts.Mode == ModeEvented && g.stream != nil {
-		connected, since, err, _ := g.stream.snapshot()
+		connected, since, err, _ := g.stream.Snapshot()
 		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
 			return false, fmt.Errorf(
 				"the container event stream has been down for %v; threshold is %v: %w",
@@ -211,9 +212,9 @@ func (g *Generator) Status() Status {
 	s := Status{Mode: g.opts.Mode, RelistPeriod: g.period(), RelistThreshold: g.threshold()}
 	switch {
 	case g.stream != nil:
-		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.snapshot()
+		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.Snapshot()
 		s.Evented = g.evented()
-		for _, k := range g.stream.untoldRemovals() {
+		for _, k := range g.stream.UntoldRemovals() {
 			s.UntoldRemovals = append(s.UntoldRemovals, k.String())
 		}
 	case g.opts.Mode != ModeGeneric:
@@ -276,12 +277,12 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 		f()
 	}
 	if g.stream != nil {
-		watcher.Go(func() { g.stream.run(ctx) })
+		watcher.Go(func() { g.stream.Run(ctx) })
 		// Subscribe first: a change between the first list and the
 		// stream's start would otherwise be seen by neither.
 		select {
-		case <-g.stream.attempted:
-		case <-g.clock.After(firstAttemptWait):
+		case <-g.stream.Attempted():
+		case <-g.clock.After(stream.FirstAttemptWait):
 		case <-ctx.Done():
 		}
 		// Caught up from a store, the first relist goes after the
@@ -289,7 +290,7 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 		var catchingUp bool
 		locked(func() { catchingUp = g.st.catchingUp && !g.st.coveredSince.IsZero() })
 		if catchingUp {
-			g.stream.awaitBacklog(ctx)
+			g.stream.AwaitBacklog(ctx)
 		}
 	}
 	timer := g.clock.NewTimer(0)

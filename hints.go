@@ -8,6 +8,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg/internal/stream"
 )
 
 // Hints.
@@ -320,7 +322,7 @@ func expand(t transition, seen stage) []transition {
 // transitions, that no DELETED event told (seen holds what the events
 // told of each item), by kind: containers removed with their sandbox
 // count as its pod's removal, as RemovePodSandbox removes them.
-func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [numRemovalKinds][]string) {
+func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [stream.NumRemovalKinds][]string) {
 	var containers, sandboxes []string
 	for _, t := range ts {
 		if t.new != stateNonExistent || seen[hintKey{t.id, t.sandbox}]&stageDeleted != 0 {
@@ -333,9 +335,9 @@ func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [numRemovalKin
 		}
 	}
 	if len(sandboxes) > 0 {
-		ids[podRemovals] = append(sandboxes, containers...)
+		ids[stream.PodRemovals] = append(sandboxes, containers...)
 	} else {
-		ids[containerRemovals] = containers
+		ids[stream.ContainerRemovals] = containers
 	}
 	return ids
 }

@@ -230,7 +230,7 @@ func (g *Generator) list(
 		if g.stream != nil {
 			// Its event stream very likely does too: the backoff grown
 			// meanwhile would keep the stream down long after.
-			g.stream.retryNow()
+			g.stream.RetryNow()
 		}
 	}
 	return sandboxes, containers, nil
@@ -247,7 +247,7 @@ func (g *Generator) listFailed(ctx context.Context, start time.Time, pod string,
 		level = slog.LevelError
 	}
 	if pod == "" {
-		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.health.listFailing())
+		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.health.ListFailingSince())
 	} else {
 		g.log.Log(
 			ctx,
@@ -258,7 +258,7 @@ func (g *Generator) listFailed(ctx context.Context, start time.Time, pod string,
 			"err",
 			err,
 			"failingSince",
-			g.health.listFailing(),
+			g.health.ListFailingSince(),
 		)
 	}
 }

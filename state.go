@@ -8,6 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -242,7 +243,7 @@ type podWork struct {
 	shortLived int
 	// untold are the IDs of the removals among the transitions that no
 	// event told, by kind.
-	untold [numRemovalKinds][]string
+	untold [stream.NumRemovalKinds][]string
 }
 
 // plan decides which pods a global relist reconciles: those whose
