@@ -182,3 +182,12 @@ func (s state) rank(after bool) int {
 		return rankNone
 	}
 }
+
+// criTime is a CRI timestamp, in nanoseconds since the epoch, as a time;
+// zero for none.
+func criTime(ns int64) time.Time {
+	if ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}

@@ -4,7 +4,6 @@
 package pleg
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -279,24 +278,6 @@ func (g *Generator) streamConnected() bool {
 	return connected
 }
 
-// period is the pause between global relists in force. A stream that
-// does not tell some removals (CRI-O's, when a pod is removed) still
-// drives: the removal watch finds what it leaves out.
-func (g *Generator) period() time.Duration {
-	if g.evented() {
-		return g.opts.EventedRelistPeriod
-	}
-	return g.opts.RelistPeriod
-}
-
-// threshold is the health threshold in force.
-func (g *Generator) threshold() time.Duration {
-	if g.evented() {
-		return g.opts.EventedRelistThreshold
-	}
-	return g.opts.RelistThreshold
-}
-
 // newStream returns the supervisor of src's event stream, wired to the
 // generator.
 func (g *Generator) newStream(src runtime.EventSource) *stream.Supervisor {
@@ -307,80 +288,6 @@ func (g *Generator) newStream(src runtime.EventSource) *stream.Supervisor {
 		Logger:        g.log,
 		Metrics:       g.metrics,
 	})
-}
-
-// listAll lists every sandbox and container for a global relist. While
-// the runtime answers, the events that come are handled as ever, their
-// payloads applied at once: the relist would otherwise hold them up for as
-// long as the runtime takes to list the node, under load hundreds of
-// milliseconds, and then take them as hints, for inspections. It returns
-// the pods whose records payloads moved meanwhile: what the lists say of
-// them may be older than the payloads, so the relist leaves them to
-// relists of their own. Callers hold relistMu.
-func (g *Generator) listAll(
-	ctx context.Context,
-	start time.Time,
-) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, map[string]struct{}, error) {
-	if g.stream == nil {
-		sandboxes, containers, err := g.list(ctx, start, "")
-		return sandboxes, containers, nil, err
-	}
-	type lists struct {
-		sandboxes  []*runtimeapi.PodSandbox
-		containers []*runtimeapi.Container
-		err        error
-	}
-	done := make(chan lists, 1)
-	go func() {
-		// It touches no relist state: list only logs and tells health.
-		var l lists
-		l.sandboxes, l.containers, l.err = g.list(ctx, start, "")
-		done <- l
-	}()
-	st := &g.st
-	st.moved = make(map[string]struct{})
-	defer func() { st.moved = nil }()
-	for {
-		select {
-		case l := <-done:
-			g.handleEvents() // those that came as it answered
-			return l.sandboxes, l.containers, st.moved, l.err
-		case <-g.events.ready:
-			g.handleEvents()
-		}
-	}
-}
-
-// leaveMoved asks for relists of the pods a global relist left alone, as
-// payloads moved them while it listed, with the re-inspections asked for
-// them (reinspect). Callers hold relistMu.
-func (g *Generator) leaveMoved(moved, reinspect map[string]struct{}) {
-	now := g.clock.Now()
-	for uid := range moved {
-		if _, ok := reinspect[uid]; ok {
-			g.reinspect.add(uid)
-		}
-		g.requests.add(uid, now)
-	}
-}
-
-// listsOvertaken reports whether a payload was applied to the pod of l
-// while its lists were in flight: they may be older than the payload, and
-// a record moved by it must not be compared with them. Then they are
-// thrown away and the pod relisted afresh, its events reported already.
-// Else the lists are back, and the pod's own events wait for its relist
-// to end. Callers hold relistMu.
-func (g *Generator) listsOvertaken(l podList) bool {
-	st := &g.st
-	if l.uid != st.listing {
-		return false
-	}
-	if st.listingOvertaken {
-		g.requests.add(l.uid, g.clock.Now())
-		return true
-	}
-	st.listingBack = true
-	return false
 }
 
 // retryRelist asks for another relist of pod uid, whose relist failed,
@@ -423,21 +330,6 @@ func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid strin
 		known = true
 	}
 	g.stream.RemovalTold(id, k, known, g.clock.Now())
-}
-
-// updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.
-func (g *Generator) updateMode() {
-	inForce := ModeGeneric
-	if g.evented() {
-		inForce = ModeEvented
-	}
-	for _, m := range []Mode{ModeGeneric, ModeEvented} {
-		v := 0.0
-		if m == inForce {
-			v = 1
-		}
-		g.metrics.Mode.WithLabelValues(string(m)).Set(v)
-	}
 }
 
 // requestGlobalRelist asks the loop for a global relist now.
