@@ -5,8 +5,6 @@ package pleg
 
 import (
 	"time"
-
-	"github.com/plegkit/pleg/internal/stream"
 )
 
 // EventType is the kind of a pod lifecycle event. The values are the
@@ -94,45 +92,6 @@ type Event struct {
 	Message  string
 }
 
-// state is a container or sandbox state as the generator compares them.
-type state uint8
-
-const (
-	stateNonExistent state = iota
-	stateRunning
-	stateExited
-	// stateUnknown covers CRI's created and unknown states and any value
-	// the runtime sends that CRI does not define.
-	stateUnknown
-)
-
-// item is the state as the removal watch follows it.
-func (s state) item() stream.ItemState {
-	switch s {
-	case stateRunning:
-		return stream.ItemRunning
-	case stateExited:
-		return stream.ItemExited
-	case stateNonExistent:
-		return stream.ItemRemoved
-	default:
-		return stream.ItemOther
-	}
-}
-
-func (s state) String() string {
-	switch s {
-	case stateRunning:
-		return "running"
-	case stateExited:
-		return "exited"
-	case stateUnknown:
-		return "unknown"
-	default:
-		return "non-existent"
-	}
-}
-
 // transitionEvents is the kubelet's transition table: the events a
 // container or sandbox going from one state to another yields, in order. Equal states
 // yield none; a container that vanishes without having been seen exited
@@ -151,35 +110,6 @@ func transitionEvents(from, to state) (events [2]EventType, n int) {
 		return [2]EventType{ContainerRemoved}, 1
 	default:
 		return [2]EventType{ContainerDied, ContainerRemoved}, 2
-	}
-}
-
-// Ranks order the steps of a container's or sandbox's life: it is created
-// (unknown), runs, exits and is removed, and never goes back. A later
-// observation of one container never ranks lower than an earlier one.
-const (
-	rankNone = iota // not created yet
-	rankCreated
-	rankRunning
-	rankExited
-	rankRemoved
-)
-
-// rank places a state in a container's life; non-existent is rankNone
-// before the container was seen, and rankRemoved after (after true).
-func (s state) rank(after bool) int {
-	switch s {
-	case stateUnknown:
-		return rankCreated
-	case stateRunning:
-		return rankRunning
-	case stateExited:
-		return rankExited
-	default:
-		if after {
-			return rankRemoved
-		}
-		return rankNone
 	}
 }
 

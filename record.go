@@ -263,35 +263,6 @@ func (r *podRecord) pod() *runtime.Pod {
 	return p
 }
 
-// containerState maps a CRI container state; ok is false for a value CRI
-// does not define, which counts as unknown.
-func containerState(s runtimeapi.ContainerState) (st state, ok bool) {
-	switch s {
-	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return stateRunning, true
-	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return stateExited, true
-	case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_UNKNOWN:
-		// The kubelet does not act on created containers yet: unknown.
-		return stateUnknown, true
-	default:
-		return stateUnknown, false
-	}
-}
-
-// sandboxState maps a CRI sandbox state: a ready sandbox runs, a not-ready
-// one has exited.
-func sandboxState(s runtimeapi.PodSandboxState) (st state, ok bool) {
-	switch s {
-	case runtimeapi.PodSandboxState_SANDBOX_READY:
-		return stateRunning, true
-	case runtimeapi.PodSandboxState_SANDBOX_NOTREADY:
-		return stateExited, true
-	default:
-		return stateUnknown, false
-	}
-}
-
 // podRef names a pod in events.
 type podRef struct {
 	uid, name, namespace string
