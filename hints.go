@@ -208,8 +208,8 @@ func (b *hintBook) note(
 	return true
 }
 
-// hinted returns the pods with hints; nil when none has.
-func (b *hintBook) hinted() map[string]*podHints {
+// podsWithHints returns the pods with hints; nil when none has.
+func (b *hintBook) podsWithHints() map[string]*podHints {
 	if len(b.pods) == 0 {
 		return nil
 	}

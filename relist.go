@@ -395,7 +395,7 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 	if w.shortLived > 0 {
 		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
 	}
-	g.stage(out, rec, change, status)
+	g.addChange(out, rec, change, status)
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when

@@ -253,7 +253,7 @@ type podWork struct {
 // born and gone in between. It consumes the hints of every pod it looks at,
 // and leaves the pods in skip alone.
 func (st *relistState) plan(reinspect, watched, skip map[string]struct{}, now time.Time) []podWork {
-	pending := st.hints.hinted()
+	pending := st.hints.podsWithHints()
 	for uid := range skip {
 		delete(pending, uid)
 	}
