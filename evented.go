@@ -18,10 +18,10 @@ import (
 // A runtime's event stream tells that something happened to a pod, not
 // always reliably what: containerd replays minutes of old events to a new
 // subscriber, CRI-O drops events past 1000, and payloads are snapshots
-// taken when sent. The stream supervisor (stream.go) keeps the stream open
-// and hands each event to the relist loop through a queue; the loop, the
-// one writer of the cache, takes each event as a hint (hints.go) for a
-// relist of its pod. While the stream holds, global relists slow to
+// taken when sent. The stream supervisor (internal/stream) keeps the
+// stream open and hands each event to the relist loop through a queue;
+// the loop, the one writer of the cache, applies its payload (payload.go)
+// or takes it as a hint (hints.go) for a relist of its pod. While the stream holds, global relists slow to
 // EventedRelistPeriod, a safety net; while it is down they keep
 // RelistPeriod, and the stream is retried for as long as it takes.
 
@@ -293,7 +293,7 @@ func (g *Generator) newStream(src runtime.EventSource) *stream.Supervisor {
 // retryRelist asks for another relist of pod uid, whose relist failed,
 // after a backoff, while the stream drives; then the global relist comes
 // late. An inspection that passed its deadline (deadline) is not retried
-// (see retry.go).
+// (see internal/stream/retries.go).
 func (g *Generator) retryRelist(uid string, deadline bool) {
 	if g.stream == nil || deadline || !g.evented() {
 		return

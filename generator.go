@@ -27,8 +27,8 @@ import (
 //
 // All methods are safe for concurrent use. Every exported method is in
 // this file; relist.go holds relisting, evented.go the handling of the
-// event stream, stream.go its supervision, hints.go what events tell that
-// relists cannot see.
+// event stream, internal/stream its supervision, hints.go what events tell
+// that relists cannot see.
 type Generator struct {
 	// Set by New and read-only after.
 	rt      runtime.Runtime
@@ -302,7 +302,7 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 	}
 	// A pod's relist waits on the runtime beside the loop, one pod at a
 	// time, so that other pods' events are not held up behind it (see
-	// relistPod); nothing else is started until it is done.
+	// listPod and podListed); nothing else is started until it is done.
 	var podListed chan podList
 	var podInspected chan *podInspection
 	defer locked(func() { g.st.listing = "" })

@@ -36,24 +36,24 @@ type relistState struct {
 	sandboxPods map[string]string
 	invalid     *invalidItems
 	hints       *hintBook
-	// prevRelist is the start of the global relist before the one, or the
-	// per-pod relist, running: what its records were last observed at.
+	// prevRelist is when the previous global relist started: when the
+	// records of the relist running, global or per-pod, were last observed.
 	prevRelist time.Time
-	// listing is the pod whose per-pod lists are in flight while the relist
-	// loop handles other pods' events (relistPodAsync): its own events are
-	// taken as hints, since what the lists return may be newer than them,
-	// or older, and must not be compared with records their payloads moved.
+	// listing is the pod whose per-pod lists are in flight while the loop
+	// handles other pods' events (listPod, podListed). Its own events are
+	// taken as hints, since the lists may return something newer or older
+	// than them and must not be compared with records their payloads moved.
 	listing string
-	// catchingUp is set from the restore of what a Store kept until a
-	// global relist succeeds: a pod that this relist finds for the first
-	// time came while no generator watched.
+	// catchingUp is set when a Store restored what was reported, until a
+	// global relist succeeds: a pod that relist finds for the first time
+	// came while no generator watched.
 	catchingUp bool
 	// coveredSince is when the Store began keeping what was reported
 	// (Restored.Since): the runtime's backlog sent since is news.
 	coveredSince time.Time
-	// listingBack tells that listing's lists came back: its inspection
-	// may be in flight. Until then an event's payload may be applied, and
-	// overtake them (listingOvertaken): they are thrown away for a fresh
+	// listingBack tells that listing's lists came back and its inspection
+	// may be in flight. Before that, a payload applied to the pod overtakes
+	// the lists (listingOvertaken), and they are thrown away for a fresh
 	// relist of the pod (see Generator.listsOvertaken).
 	listingBack, listingOvertaken bool
 	// moved holds, while a global relist's lists are in flight, the pods

@@ -34,7 +34,7 @@ import (
 // are left, and only on a runtime that does not tell their removals.
 //
 // Which kinds of removal a stream tells, the stream supervisor learns
-// (stream.go): from what the runtime's adapter knows of it, then from the
+// (supervisor.go): from what the runtime's adapter knows of it, then from the
 // DELETED events that come and the removals relists find untold.
 
 // RemovalPollPeriod is how often the removal watch lists.
