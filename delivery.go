@@ -40,30 +40,12 @@ func (g *Generator) addChange(out *outbox, rec *podRecord, change *podChange, st
 	withDetails(rec, change.transitions, status)
 	for i := range change.transitions {
 		t := &change.transitions[i]
-		g.log.Debug(
-			"GenericPLEG",
-			"podUID",
-			change.uid,
-			"containerID",
-			t.id,
-			"sandbox",
-			t.sandbox,
-			"oldState",
-			t.old,
-			"newState",
-			t.new,
-		)
+		g.log.Debug("GenericPLEG", "podUID", change.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old,
+			"newState", t.new)
 		if t.new == stateExited && !t.sandbox && status != nil {
 			if c := status.FindContainerByID(t.id); c != nil {
-				g.log.Debug(
-					"Generic (PLEG): container finished",
-					"podID",
-					change.uid,
-					"containerID",
-					t.id,
-					"exitCode",
-					c.GetExitCode(),
-				)
+				g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id,
+					"exitCode", c.GetExitCode())
 			}
 		}
 	}

@@ -139,11 +139,8 @@ func (s streamSide) RelistPod(uid string, why stream.Reason) {
 func (g *Generator) handleEvents() {
 	events, overflowed := g.events.take()
 	if overflowed {
-		g.log.Warn(
-			"Container events came faster than they could be handled; some were dropped and a relist will find what they said",
-			"limit",
-			maxQueuedEvents,
-		)
+		g.log.Warn("Container events came faster than they could be handled; "+
+			"some were dropped and a relist will find what they said", "limit", maxQueuedEvents)
 		g.requestGlobalRelist()
 	}
 	for _, e := range events {
@@ -233,13 +230,8 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		missed,
 		e.received,
 	) {
-		g.log.Debug(
-			"Container event for a container of an unknown pod; the next relist will see it",
-			"containerID",
-			ev.GetContainerId(),
-			"type",
-			ev.GetContainerEventType(),
-		)
+		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it",
+			"containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
 		return
 	}
 	if !g.requests.add(uid, e.received) {

@@ -188,12 +188,8 @@ func (g *Generator) Healthy() (bool, error) {
 	if g.opts.Mode == ModeEvented && g.stream != nil {
 		connected, since, err, _ := g.stream.Snapshot()
 		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
-			return false, fmt.Errorf(
-				"the container event stream has been down for %v; threshold is %v: %w",
-				down,
-				g.opts.RelistThreshold,
-				err,
-			)
+			return false, fmt.Errorf("the container event stream has been down for %v; threshold is %v: %w",
+				down, g.opts.RelistThreshold, err)
 		}
 	}
 	return true, nil

@@ -249,17 +249,8 @@ func (g *Generator) listFailed(ctx context.Context, start time.Time, pod string,
 	if pod == "" {
 		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.health.ListFailingSince())
 	} else {
-		g.log.Log(
-			ctx,
-			level,
-			"GenericPLEG: Unable to retrieve pod",
-			"pod",
-			pod,
-			"err",
-			err,
-			"failingSince",
-			g.health.ListFailingSince(),
-		)
+		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pod", "pod", pod, "err", err,
+			"failingSince", g.health.ListFailingSince())
 	}
 }
 

@@ -75,15 +75,8 @@ func (f *fanout) publish(c *podChange, events []Event) {
 			case f.watch <- ev:
 			default:
 				f.metrics.DiscardEvents.Inc()
-				f.log.Error(
-					"Event channel is full, discard this relist() cycle event",
-					"pod",
-					ev.PodUID,
-					"type",
-					ev.Type,
-					"containerID",
-					ev.ContainerID,
-				)
+				f.log.Error("Event channel is full, discard this relist() cycle event", "pod", ev.PodUID, "type", ev.Type,
+					"containerID", ev.ContainerID)
 			}
 		}
 	}
