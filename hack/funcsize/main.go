@@ -71,7 +71,8 @@ func funcs(dir string) ([]fn, error) {
 				name = recvName(fd.Recv.List[0].Type) + "." + name
 			}
 			start, end := fset.Position(fd.Pos()), fset.Position(fd.End())
-			out = append(out, fn{name: name, pos: fmt.Sprintf("%s:%d", start.Filename, start.Line), lines: end.Line - start.Line + 1})
+			pos := fmt.Sprintf("%s:%d", start.Filename, start.Line)
+			out = append(out, fn{name: name, pos: pos, lines: end.Line - start.Line + 1})
 		}
 	}
 	return out, nil

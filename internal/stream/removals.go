@@ -44,11 +44,12 @@ const RemovalPollPeriod = time.Second
 type RemovalKind uint8
 
 const (
-	// ContainerRemovals: RemoveContainer removed a container.
+	// ContainerRemovals are containers RemoveContainer removed.
 	ContainerRemovals RemovalKind = iota
-	// PodRemovals: RemovePodSandbox removed a sandbox, and the containers
+	// PodRemovals are sandboxes RemovePodSandbox removed, and the containers
 	// left in it.
 	PodRemovals
+	// NumRemovalKinds is how many kinds there are, to size arrays by kind.
 	NumRemovalKinds
 )
 

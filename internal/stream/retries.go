@@ -25,8 +25,10 @@ import (
 // one at a time, each time for that long.
 
 const (
-	// Retries back off from retryMin, doubling to RetryCap.
+	// retryMin is a pod's first backoff.
 	retryMin = 200 * time.Millisecond
+	// RetryCap is the longest backoff, and the pace of the probes while
+	// the runtime's lists fail.
 	RetryCap = 5 * time.Second
 )
 

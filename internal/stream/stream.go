@@ -49,10 +49,11 @@ type Health interface {
 type Reason uint8
 
 const (
-	// RemovalUnseen: the removal watch found an item of the pod gone
-	// that no event told of.
+	// RemovalUnseen is asked for when the removal watch found an item of
+	// the pod gone that no event told of.
 	RemovalUnseen Reason = iota
-	// RetryFailed: the pod's last relist failed, and its backoff ran out.
+	// RetryFailed is asked for when the pod's last relist failed and its
+	// backoff ran out.
 	RetryFailed
 )
 
@@ -101,8 +102,10 @@ type ItemState uint8
 const (
 	// ItemOther is any state the watch does not follow.
 	ItemOther ItemState = iota
+	// ItemRunning is a running container or a ready sandbox.
 	ItemRunning
+	// ItemExited is an exited container or a sandbox not ready.
 	ItemExited
-	// ItemRemoved: the item is gone.
+	// ItemRemoved is an item gone.
 	ItemRemoved
 )
