@@ -274,20 +274,7 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 	}
 	if g.stream != nil {
 		watcher.Go(func() { g.stream.Run(ctx) })
-		// Subscribe first: a change between the first list and the
-		// stream's start would otherwise be seen by neither.
-		select {
-		case <-g.stream.Attempted():
-		case <-g.clock.After(stream.FirstAttemptWait):
-		case <-ctx.Done():
-		}
-		// Caught up from a store, the first relist goes after the
-		// runtime's backlog, which may tell what its lists no longer can.
-		var catchingUp bool
-		locked(func() { catchingUp = g.st.catchingUp && !g.st.coveredSince.IsZero() })
-		if catchingUp {
-			g.stream.AwaitBacklog(ctx)
-		}
+		g.awaitStream(ctx)
 	}
 	timer := g.clock.NewTimer(0)
 	defer timer.Stop()
@@ -349,5 +336,24 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 				podListed = listed
 			}
 		}
+	}
+}
+
+// awaitStream waits for what the first relist must come after: the
+// stream's first attempt to connect, since a change between the first list
+// and the stream's start would otherwise be seen by neither; and, for a
+// generator caught up from a Store, the runtime's backlog, which may tell
+// what its lists no longer can.
+func (g *Generator) awaitStream(ctx context.Context) {
+	select {
+	case <-g.stream.Attempted():
+	case <-g.clock.After(stream.FirstAttemptWait):
+	case <-ctx.Done():
+	}
+	g.relistMu.Lock()
+	catchingUp := g.st.catchingUp && !g.st.coveredSince.IsZero()
+	g.relistMu.Unlock()
+	if catchingUp {
+		g.stream.AwaitBacklog(ctx)
 	}
 }
