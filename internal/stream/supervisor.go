@@ -24,24 +24,23 @@ const (
 	// Hold is how long the stream must stay up before it drives;
 	// until then global relists keep the normal period.
 	Hold = 5 * time.Second
-	// untoldRemovalsToWatch is how many removals of a kind relists must
-	// find that the connected stream did not tell before the stream is
-	// taken not to tell that kind, whatever the runtime is known to do:
-	// then the removal watch (removals.go) looks for them. A few, not one:
-	// an event can be lost (containerd 1.7 loses one to a client that
-	// closes its stream).
+	// untoldRemovalsToWatch is how many removals of a kind, found by
+	// relists and not told by the connected stream, make the removal watch
+	// (removals.go) look for that kind, whatever the runtime is known to
+	// do. It is a few rather than one because a single event can be lost:
+	// containerd 1.7 loses one to a client that closes its stream.
 	untoldRemovalsToWatch = 3
-	// UntoldGrace is how long after a relist found a removal its DELETED
-	// may still come: it was on its way as the relist listed (containerd
-	// sends a pod's container DELETEDs, then its sandbox's, and the relist
-	// one of them asks for may list between). Only then does it count as
-	// untold.
+	// UntoldGrace is how long a removal found by a relist waits for its
+	// DELETED before it counts as untold, since the event may have been on
+	// its way as the relist listed: containerd sends a pod's container
+	// DELETEDs, then its sandbox's, and the relist one of them asks for
+	// may list in between.
 	UntoldGrace = 5 * time.Second
 	// Reconnects back off from reconnectMin to reconnectMax, with jitter.
 	reconnectMin = 100 * time.Millisecond
 	reconnectMax = 30 * time.Second
 	// FirstAttemptWait bounds how long the first relist waits for the
-	// stream: subscribing first means no change falls between the list
+	// stream, which it waits for so that no change falls between the list
 	// and the stream.
 	FirstAttemptWait = 5 * time.Second
 )
@@ -83,10 +82,11 @@ type Supervisor struct {
 	unsupported bool      // the runtime has no stream
 	// removals is what the connected stream tells of each kind of removal.
 	removals [NumRemovalKinds]removalCoverage
-	// pendingUntold are the removals relists found untold, by ID, within
-	// UntoldGrace; told holds when a DELETED came for an ID, for as long:
-	// a relist may settle a removal whose DELETED came while it inspected
-	// the pod. Both are bounded by the removals of that time.
+	// pendingUntold holds, by ID, the removals relists found untold and
+	// still within UntoldGrace. told holds when a DELETED came for an ID,
+	// for as long, because a relist may settle a removal whose DELETED
+	// came while it inspected the pod. Each judge prunes both to the last
+	// UntoldGrace.
 	pendingUntold map[string]untoldRemoval
 	told          map[string]time.Time
 }
