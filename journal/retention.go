@@ -67,3 +67,15 @@ func (j *Journal) expireLoop() {
 		j.mu.Unlock()
 	}
 }
+
+// Held tells which entries the journal holds for readers: every one
+// numbered after floor, up to last. dropped tells that the bounds or the
+// retention have dropped entries since the store began (floor is then the
+// newest one dropped): a reader that finds nothing of what it looks for
+// knows whether it may have been there.
+func (j *Journal) Held() (floor, last uint64, dropped bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.expire()
+	return j.ring.floor, j.next - 1, j.ring.floor >= j.origin
+}
