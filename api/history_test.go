@@ -120,18 +120,18 @@ func TestHistoryRelativeTimes(t *testing.T) {
 func TestHistoryBadQueries(t *testing.T) {
 	f := newFixture(t, Options{Journal: historyJournal(100)})
 	for query, want := range map[string]string{
-		"since=yesterday":           `since: "yesterday" is neither an RFC 3339 time`,
+		"since=yesterday":            `since: "yesterday" is neither an RFC 3339 time`,
 		"until=2026-13-01T00:00:00Z": `until: "2026-13-01T00:00:00Z" is neither`,
-		"since=-2h":                 "is neither",
-		"type=Died":                 `unknown event type "Died"`,
-		"limit=0":                   "limit \"0\": want 1 to 10000",
-		"limit=10001":               "limit 10001: want 1 to 10000",
-		"limit=lots":                `limit "lots"`,
-		"name=db-0":                 "needs a namespace",
-		"since=1h&until=2h":         "is not before until",
-		"pod=db-0":                  `unknown query parameter "pod"`,
-		"uid=a&uid=b":               "uid given 2 times",
-		"since=%zz":                 "does not parse",
+		"since=-2h":                  "is neither",
+		"type=Died":                  `unknown event type "Died"`,
+		"limit=0":                    "limit \"0\": want 1 to 10000",
+		"limit=10001":                "limit 10001: want 1 to 10000",
+		"limit=lots":                 `limit "lots"`,
+		"name=db-0":                  "needs a namespace",
+		"since=1h&until=2h":          "is not before until",
+		"pod=db-0":                   `unknown query parameter "pod"`,
+		"uid=a&uid=b":                "uid given 2 times",
+		"since=%zz":                  "does not parse",
 	} {
 		resp, body := f.get(t, "/v1/history?"+query)
 		assertError(t, resp, body, 400, want)
