@@ -41,6 +41,13 @@ type HeldLog interface {
 	Held() (floor, last uint64, dropped bool)
 }
 
+// appendReader is an EventLog that reads into a reader's buffer, as
+// package journal's Journal does: a scan of the whole log then allocates
+// one batch, not the log.
+type appendReader interface {
+	ReadAppend(dst []journal.Entry, after uint64, limit int) ([]journal.Entry, <-chan struct{})
+}
+
 // History is the answer to GET /v1/history: what the journal holds of a
 // pod, or of the node, oldest first.
 type History struct {
@@ -278,8 +285,15 @@ func ReadHistory(log HeldLog, q HistoryQuery, now time.Time) History {
 // first. A gap where the log dropped entries while it was read is one
 // entry too.
 func scan(log EventLog, floor, last uint64, fn func(*journal.Entry)) {
+	read := func(_ []journal.Entry, after uint64, limit int) ([]journal.Entry, <-chan struct{}) {
+		return log.Read(after, limit)
+	}
+	if a, ok := log.(appendReader); ok {
+		read = a.ReadAppend
+	}
+	var entries []journal.Entry
 	for cursor := floor; cursor < last; {
-		entries, _ := log.Read(cursor, historyBatch)
+		entries, _ = read(entries, cursor, historyBatch)
 		if len(entries) == 0 {
 			return
 		}

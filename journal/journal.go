@@ -314,10 +314,16 @@ func (j *Journal) degrade(err error) {
 // ahead of it (from a store set aside, or a journal in memory restarted),
 // gets a gap first.
 func (j *Journal) Read(after uint64, limit int) ([]Entry, <-chan struct{}) {
+	return j.ReadAppend(nil, after, limit)
+}
+
+// ReadAppend is Read appending to dst[:0]: a reader of the whole journal
+// (GET /v1/history) reuses one batch's memory.
+func (j *Journal) ReadAppend(dst []Entry, after uint64, limit int) ([]Entry, <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.expire()
-	var out []Entry
+	out := dst[:0]
 	floor := j.ring.floor
 	switch {
 	case after == 0:
@@ -329,7 +335,7 @@ func (j *Journal) Read(after uint64, limit int) ([]Entry, <-chan struct{}) {
 		out = append(out, Entry{Seq: floor, Gap: true, From: after + 1, To: floor})
 		after = floor
 	}
-	return append(out, j.ring.after(after, limit-len(out))...), j.grew
+	return j.ring.appendAfter(out, after, limit-len(out)), j.grew
 }
 
 // Last returns the number of the latest entry.
