@@ -66,7 +66,7 @@ func TestRetentionByAgeInMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }()
 	commit(t, j, 0, 6) // observed at testNow+0s..5s, numbered 1..6
 	if got, want := describe(readAll(j, 0)), "1:c-0 2:c-1 3:c-2 4:c-3 5:c-4 6:c-5"; got != want {
 		t.Fatalf("before the retention:\n got  %s\n want %s", got, want)
@@ -152,7 +152,7 @@ func TestRetentionByAgeWhileQuiet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }()
 	commit(t, j, 0, 3)
 	deadline := time.Now().Add(time.Minute)
 	for j.Status().Events != 0 {

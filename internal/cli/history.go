@@ -14,20 +14,24 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/daemon"
 	"github.com/plegkit/pleg/internal/termsafe"
 )
 
+// historyFlags are pleg history's flags and argument.
+type historyFlags struct {
+	server       serverFlags
+	q            api.HistoryQuery
+	types        []string
+	since, until string
+	output       string
+}
+
 func newHistoryCommand(g *global) *cobra.Command {
-	var (
-		server       serverFlags
-		q            api.HistoryQuery
-		types        []string
-		since, until string
-		output       string
-	)
+	var o historyFlags
 	cmd := &cobra.Command{
 		Use:   "history [NAMESPACE/NAME]",
 		Short: "Print what happened to a pod, from a pleg daemon's journal",
@@ -45,72 +49,81 @@ how many earlier ones were left out, and from when its journal reaches back
 when it no longer holds older events (--event-retention, --event-buffer).`,
 		Args: cobra.MaximumNArgs(1),
 		PreRunE: func(_ *cobra.Command, args []string) error {
-			var errs []error
-			if len(args) == 1 {
-				ns, name, ok := strings.Cut(args[0], "/")
-				if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-					errs = append(errs, fmt.Errorf("pod %q: want NAMESPACE/NAME, or --uid", args[0]))
-				}
-				q.Namespace, q.Name = ns, name
-			}
-			for _, t := range types {
-				for _, t := range strings.Split(t, ",") {
-					if t = strings.TrimSpace(t); t != "" {
-						q.Types = append(q.Types, t)
-					}
-				}
-			}
-			now := time.Now()
-			for _, tf := range []struct {
-				name, value string
-				t           *time.Time
-			}{{"since", since, &q.Since}, {"until", until, &q.Until}} {
-				if tf.value == "" {
-					continue
-				}
-				t, err := api.ParseTime(tf.value, now)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("--%s: %w", tf.name, err))
-				}
-				*tf.t = t
-			}
-			if q.Limit < 1 || q.Limit > api.MaxHistoryLimit {
-				errs = append(errs, fmt.Errorf("--limit %d: want 1 to %d", q.Limit, api.MaxHistoryLimit))
-			}
-			errs = append(errs, oneOf("output", output, "table", "json"))
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-			return q.Validate()
+			return o.complete(args, time.Now())
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if server.url == "" {
-				server.url = "http://" + daemon.DefaultListen
+			if o.server.url == "" {
+				o.server.url = "http://" + daemon.DefaultListen
 			}
-			c, err := server.client()
+			c, err := o.server.client()
 			if err != nil {
 				return err
 			}
-			h, err := c.History(cmd.Context(), q)
+			h, err := c.History(cmd.Context(), o.q)
 			if err != nil {
 				return fmt.Errorf("%s: %w", c, err)
 			}
-			return printHistory(g.stdout, g.stderr, h, q, output == "json", time.Local)
+			return printHistory(g.stdout, g.stderr, h, o.q, o.output == "json", time.Local)
 		},
 	}
-	f := cmd.Flags()
-	server.register(f, "the pleg daemon to ask (default http://"+daemon.DefaultListen+", pleg run's --listen; "+
-		"the chart's is unix:///run/pleg/pleg.sock on the node)")
-	f.StringVar(&q.UID, "uid", "", "the pod's UID, instead of or beside NAMESPACE/NAME")
-	f.StringVar(&q.Container, "container", "", "only events of this container: a name or an ID")
-	f.StringArrayVar(&types, "type", nil, "only events of this type ("+strings.Join(api.EventTypes(), ", ")+
-		"); repeatable, or a comma list")
-	f.StringVar(&since, "since", "", "only events at or after this time: RFC 3339, or a duration before now (2h, 7d)")
-	f.StringVar(&until, "until", "", "only events before this time: RFC 3339, or a duration before now")
-	f.IntVar(&q.Limit, "limit", api.DefaultHistoryLimit, fmt.Sprintf("print the latest this many events, at most %d",
-		api.MaxHistoryLimit))
-	f.StringVarP(&output, "output", "o", "table", "table or json")
+	o.register(cmd.Flags())
 	return cmd
+}
+
+func (o *historyFlags) register(f *pflag.FlagSet) {
+	o.server.register(f, "the pleg daemon to ask (default http://"+daemon.DefaultListen+", pleg run's --listen; "+
+		"the chart's is unix:///run/pleg/pleg.sock on the node)")
+	f.StringVar(&o.q.UID, "uid", "", "the pod's UID, instead of or beside NAMESPACE/NAME")
+	f.StringVar(&o.q.Container, "container", "", "only events of this container: a name or an ID")
+	f.StringArrayVar(&o.types, "type", nil, "only events of this type ("+strings.Join(api.EventTypes(), ", ")+
+		"); repeatable, or a comma list")
+	f.StringVar(&o.since, "since", "", "only events at or after this time: RFC 3339, or a duration before now "+
+		"(2h, 7d)")
+	f.StringVar(&o.until, "until", "", "only events before this time: RFC 3339, or a duration before now")
+	f.IntVar(&o.q.Limit, "limit", api.DefaultHistoryLimit, fmt.Sprintf("print the latest this many events, at "+
+		"most %d", api.MaxHistoryLimit))
+	f.StringVarP(&o.output, "output", "o", "table", "table or json")
+}
+
+// complete makes the query of the argument and flags, at now.
+func (o *historyFlags) complete(args []string, now time.Time) error {
+	var errs []error
+	q := &o.q
+	if len(args) == 1 {
+		ns, name, ok := strings.Cut(args[0], "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("pod %q: want NAMESPACE/NAME, or --uid", args[0]))
+		}
+		q.Namespace, q.Name = ns, name
+	}
+	for _, t := range o.types {
+		for _, t := range strings.Split(t, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				q.Types = append(q.Types, t)
+			}
+		}
+	}
+	for _, tf := range []struct {
+		name, value string
+		t           *time.Time
+	}{{"since", o.since, &q.Since}, {"until", o.until, &q.Until}} {
+		if tf.value == "" {
+			continue
+		}
+		t, err := api.ParseTime(tf.value, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", tf.name, err))
+		}
+		*tf.t = t
+	}
+	if q.Limit < 1 || q.Limit > api.MaxHistoryLimit {
+		errs = append(errs, fmt.Errorf("--limit %d: want 1 to %d", q.Limit, api.MaxHistoryLimit))
+	}
+	errs = append(errs, oneOf("output", o.output, "table", "json"))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return q.Validate()
 }
 
 // printHistory writes h as a table or as JSON to w, and to notes what a
@@ -154,7 +167,8 @@ func printHistory(w, notes io.Writer, h api.History, q api.HistoryQuery, asJSON 
 	}
 	for _, line := range strings.SplitAfter(table.String(), "\n") {
 		// tabwriter pads the cell before an empty last one.
-		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n"))); err != nil {
+		trimmed := strings.TrimRight(line, " \n") + strings.Repeat("\n", strings.Count(line, "\n"))
+		if _, err := io.WriteString(w, trimmed); err != nil {
 			return err
 		}
 	}
