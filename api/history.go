@@ -56,7 +56,8 @@ type History struct {
 	// events before them are no longer kept.
 	FirstSeq  uint64     `json:"firstSeq"`
 	FirstTime *time.Time `json:"firstTime"`
-	// LastSeq is the number of the last entry read.
+	// LastSeq is the number of the last entry when the journal was read:
+	// later ones are not in the answer.
 	LastSeq uint64 `json:"lastSeq"`
 	// Dropped tells that the journal's bounds or retention have dropped
 	// events: without it, an empty answer means that nothing matching
@@ -248,7 +249,7 @@ func ReadHistory(log HeldLog, q HistoryQuery, now time.Time) History {
 	kept := &latest{limit: limit}
 	h := History{Events: []Event{}}
 	floor, last, dropped := log.Held()
-	h.FirstSeq, h.Dropped = floor+1, dropped
+	h.FirstSeq, h.LastSeq, h.Dropped = floor+1, last, dropped
 	// Gaps wait for the next event: a Gap is timeless, and shown when
 	// the time between the events around it overlaps the query's.
 	var gaps []journal.Entry
@@ -262,7 +263,6 @@ func ReadHistory(log HeldLog, q HistoryQuery, now time.Time) History {
 		gaps = gaps[:0]
 	}
 	scan(log, floor, last, func(e *journal.Entry) {
-		h.LastSeq = e.Seq
 		if e.Gap {
 			gaps = append(gaps, *e)
 			return
@@ -356,6 +356,9 @@ func (l *latest) add(ev Event) {
 
 // events returns the events kept, oldest first.
 func (l *latest) events() []Event {
+	if l.buf == nil {
+		return []Event{} // [] in JSON, not null
+	}
 	if l.next == 0 {
 		return l.buf
 	}

@@ -221,3 +221,14 @@ func TestRemovedPod(t *testing.T) {
 	resp, body = f.get(t, "/v1/pods/uid-db-old")
 	assertError(t, resp, body, 404, `no pod "uid-db-old" in the cache`)
 }
+
+// An empty journal holds nothing and dropped nothing: nothing happened.
+func TestHistoryOfAnEmptyJournal(t *testing.T) {
+	f := newFixture(t, Options{Journal: journaltest.Memory(10, 500)})
+	_, body := f.get(t, "/v1/history?uid=u")
+	var h History
+	if err := json.Unmarshal(body, &h); err != nil || h.FirstSeq != 500 || h.LastSeq != 499 || h.Dropped ||
+		h.FirstTime != nil || h.Events == nil || len(h.Events) != 0 {
+		t.Errorf("empty journal: %s %v; want firstSeq 500, lastSeq 499, nothing dropped, events []", body, err)
+	}
+}
