@@ -101,13 +101,10 @@ func clientKey(r *http.Request) string {
 // acquireStream takes a stream slot for client, or says why not.
 func (s *Server) acquireStream(client string) (release func(), refusal string) {
 	s.clientsMu.Lock()
-	if s.clients[client] >= s.opts.MaxStreamsPerClient {
+	limit := s.opts.MaxStreamsPerClient
+	if s.clients[client] >= limit {
 		s.clientsMu.Unlock()
-		return nil, fmt.Sprintf(
-			"%d event streams are open from %s, the most one client may have",
-			s.opts.MaxStreamsPerClient,
-			client,
-		)
+		return nil, fmt.Sprintf("%d event streams are open from %s, the most one client may have", limit, client)
 	}
 	s.clients[client]++
 	s.clientsMu.Unlock()
@@ -272,8 +269,8 @@ func (st *eventStream) wait(grew <-chan struct{}, keepAlive <-chan time.Time, id
 		}
 		return st.flush() == nil
 	case <-idle:
-		st.s.opts.Logger.Debug("Event stream idle for too long, ended",
-			"client", st.client, "idle", st.s.opts.StreamIdleTimeout)
+		opts := &st.s.opts
+		opts.Logger.Debug("Event stream idle for too long, ended", "client", st.client, "idle", opts.StreamIdleTimeout)
 		return false
 	case <-st.r.Context().Done():
 		return false

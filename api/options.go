@@ -4,6 +4,8 @@
 package api
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -45,8 +47,9 @@ type Options struct {
 	// Details, if set, are more lines for /healthz?verbose, after the
 	// mode's: what the runtime can do, say.
 	Details func() []string
-	Cache   Cache
-	// Journal is what /v1/events reads.
+	// Cache is what /v1/pods reads; required.
+	Cache Cache
+	// Journal is what /v1/events reads; required.
 	Journal EventLog
 	// Gatherer serves /metrics; nil serves none.
 	Gatherer prometheus.Gatherer
@@ -79,4 +82,66 @@ type Options struct {
 	// its last event loses nothing.
 	StreamIdleTimeout time.Duration
 	Logger            *slog.Logger
+}
+
+// Validate reports every field that NewServer would misread, reading a
+// zero field as its default.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Cache == nil {
+		errs = append(errs, errors.New("no pod cache to serve /v1/pods from"))
+	}
+	if o.Journal == nil {
+		errs = append(errs, errors.New("no journal to serve /v1/events from"))
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+	}{
+		{"MaxStreams", o.MaxStreams}, {"MaxStreamsPerClient", o.MaxStreamsPerClient},
+		{"MaxFilterValues", o.MaxFilterValues},
+	} {
+		if c.n < 0 {
+			errs = append(errs, fmt.Errorf("%s %d must not be negative", c.name, c.n))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"WriteTimeout", o.WriteTimeout}, {"PodsTimeout", o.PodsTimeout},
+		{"KeepAlive", o.KeepAlive}, {"StreamIdleTimeout", o.StreamIdleTimeout},
+	} {
+		if d.d < 0 {
+			errs = append(errs, fmt.Errorf("%s %v must not be negative", d.name, d.d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// defaulted is o with its unset fields set to their defaults. A negative
+// bound, which Validate refuses, is read as unset too: NewServer returns
+// no error, and a negative MaxStreams would panic in make.
+func (o Options) defaulted() Options {
+	defaultInt := func(n *int, def int) {
+		if *n <= 0 {
+			*n = def
+		}
+	}
+	defaultDuration := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	defaultInt(&o.MaxStreams, DefaultMaxStreams)
+	defaultInt(&o.MaxStreamsPerClient, DefaultMaxStreamsPerClient)
+	defaultInt(&o.MaxFilterValues, DefaultMaxFilterValues)
+	defaultDuration(&o.WriteTimeout, DefaultWriteTimeout)
+	defaultDuration(&o.PodsTimeout, DefaultPodsTimeout)
+	defaultDuration(&o.KeepAlive, DefaultKeepAlive)
+	defaultDuration(&o.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
 }

@@ -6,7 +6,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"net/url"
@@ -31,15 +30,16 @@ type Cache interface {
 type EventLog interface {
 	// Last returns the number of the latest entry.
 	Last() uint64
-	// Read returns up to max entries numbered after `after`, with a gap
-	// first if the log no longer holds some of them, and a channel closed
-	// when the log next grows.
+	// Read returns up to limit entries numbered after `after`, with a
+	// gap first if the log no longer holds some of them, and a channel
+	// closed when the log next grows.
 	Read(after uint64, limit int) ([]journal.Entry, <-chan struct{})
 }
 
 // Server serves the API.
 type Server struct {
 	opts    Options
+	routes  []route
 	mux     *http.ServeMux // every path
 	probes  *http.ServeMux // health and metrics only
 	streams chan struct{}  // a token per open stream
@@ -50,32 +50,36 @@ type Server struct {
 	clients   map[string]int // open streams by client
 }
 
-// NewServer returns the API over opts.
+// route is one GET path of the API; probe routes are also served by
+// Probes.
+type route struct {
+	path    string
+	handler http.Handler
+	probe   bool
+}
+
+// routesOf lists every GET path the API serves, in the order a 404 names
+// them: a new endpoint is one line here.
+func (s *Server) routesOf() []route {
+	routes := []route{
+		{"/healthz", http.HandlerFunc(s.healthz), true},
+		{"/readyz", http.HandlerFunc(s.readyz), true},
+		{"/livez", http.HandlerFunc(s.livez), true},
+	}
+	if s.opts.Gatherer != nil {
+		routes = append(routes, route{"/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}), true})
+	}
+	return append(routes,
+		route{"/v1/pods", http.HandlerFunc(s.pods), false},
+		route{"/v1/pods/{uid}", http.HandlerFunc(s.pod), false},
+		route{"/v1/events", http.HandlerFunc(s.events), false},
+	)
+}
+
+// NewServer returns the API over opts, its unset fields read as their
+// defaults (see Options.Validate for what it refuses to read).
 func NewServer(opts Options) *Server {
-	if opts.MaxStreams == 0 {
-		opts.MaxStreams = DefaultMaxStreams
-	}
-	if opts.MaxStreamsPerClient == 0 {
-		opts.MaxStreamsPerClient = DefaultMaxStreamsPerClient
-	}
-	if opts.MaxFilterValues == 0 {
-		opts.MaxFilterValues = DefaultMaxFilterValues
-	}
-	if opts.WriteTimeout == 0 {
-		opts.WriteTimeout = DefaultWriteTimeout
-	}
-	if opts.PodsTimeout == 0 {
-		opts.PodsTimeout = DefaultPodsTimeout
-	}
-	if opts.KeepAlive == 0 {
-		opts.KeepAlive = DefaultKeepAlive
-	}
-	if opts.StreamIdleTimeout == 0 {
-		opts.StreamIdleTimeout = DefaultStreamIdleTimeout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts = opts.defaulted()
 	s := &Server{
 		opts:    opts,
 		mux:     http.NewServeMux(),
@@ -84,14 +88,15 @@ func NewServer(opts Options) *Server {
 		closing: make(chan struct{}),
 		clients: map[string]int{},
 	}
-	for _, mux := range []*http.ServeMux{s.mux, s.probes} {
-		mux.HandleFunc("GET /healthz", s.healthz)
-		mux.HandleFunc("GET /readyz", s.readyz)
-		mux.HandleFunc("GET /livez", s.livez)
-		if opts.Gatherer != nil {
-			mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	s.routes = s.routesOf()
+	for _, rt := range s.routes {
+		s.mux.Handle("GET "+rt.path, rt.handler)
+		if rt.probe {
+			s.probes.Handle("GET "+rt.path, rt.handler)
 		}
 	}
+	// The profiles take every method, as net/http/pprof serves them, and
+	// a 404 does not advertise them.
 	if opts.Profiling {
 		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -99,9 +104,6 @@ func NewServer(opts Options) *Server {
 		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	s.mux.HandleFunc("GET /v1/pods", s.pods)
-	s.mux.HandleFunc("GET /v1/pods/{uid}", s.pod)
-	s.mux.HandleFunc("GET /v1/events", s.events)
 	return s
 }
 
@@ -138,11 +140,9 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 		return
 	}
 	var paths []string
-	for _, p := range []string{"/healthz", "/readyz", "/livez", "/metrics", "/v1/pods", "/v1/pods/{uid}", "/v1/events"} {
-		probe := get.Clone(get.Context())
-		probe.URL.Path = strings.Replace(p, "{uid}", "x", 1)
-		if _, pattern := mux.Handler(probe); pattern != "" {
-			paths = append(paths, p)
+	for _, rt := range s.routes {
+		if mux == s.mux || rt.probe {
+			paths = append(paths, rt.path)
 		}
 	}
 	writeError(w, http.StatusNotFound, "no such path: %s %s (try %s)", r.Method, r.URL.Path, strings.Join(paths, ", "))
