@@ -22,7 +22,7 @@ import (
 // eventQuery is a parsed /v1/events query.
 type eventQuery struct {
 	*Matcher
-	f        Filter
+	f        Filter // what Matcher was made from, kept for the fuzz test
 	since    uint64
 	hasSince bool
 	sse      bool
@@ -74,6 +74,7 @@ func parseEventQuery(r *http.Request, maxValues int) (eventQuery, error) {
 	return q, nil
 }
 
+// clientContextKey keys WithClient's value.
 type clientContextKey struct{}
 
 // WithClient returns ctx naming the client of the requests it carries,
@@ -131,6 +132,8 @@ func (s *Server) releaseClient(client string) {
 // replayBatch is how many events a stream reads from the journal at once.
 const replayBatch = 256
 
+// events answers GET /v1/events: a stream, admitted if the server and
+// the client have a stream slot left.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	q, err := parseEventQuery(r, s.opts.MaxFilterValues)
 	if err != nil {
@@ -279,6 +282,8 @@ func (st *eventStream) wait(grew <-chan struct{}, keepAlive <-chan time.Time, id
 	}
 }
 
+// writeEvent writes ev as one NDJSON line, or as one SSE event whose id
+// is its sequence number, for Last-Event-ID.
 func writeEvent(w *bufio.Writer, ev *Event, sse bool) error {
 	data, err := json.Marshal(ev)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 )
 
+// pods answers GET /v1/pods: every pod in the cache.
 func (s *Server) pods(w http.ResponseWriter, r *http.Request) {
 	if !noQuery(w, r) {
 		return
@@ -42,6 +43,7 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
+// pod answers GET /v1/pods/{uid}: one pod, or a 404.
 func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 	if !noQuery(w, r) {
 		return
