@@ -112,7 +112,6 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 			records:      records,
 			catchingUp:   len(restored.Pods) > 0,
 			coveredSince: restored.Since,
-			sandboxPods:  make(map[string]string),
 			invalid:      newInvalidItems(opts.Logger, m),
 			hints:        newHintBook(),
 		},

@@ -8,6 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/crilist"
 	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -31,11 +32,10 @@ type relistState struct {
 	// last is the record group last touched: runtimes tend to list a pod's
 	// items together, which spares a map lookup per item.
 	last *podRecord
-	// sandboxPods maps sandbox IDs to pod UIDs for containers that lack
-	// the pod UID label; built only when one does.
-	sandboxPods map[string]string
-	invalid     *invalidItems
-	hints       *hintBook
+	// placer finds the pod of a container that lacks the pod UID label.
+	placer  crilist.Placer
+	invalid *invalidItems
+	hints   *hintBook
 	// prevRelist is when the previous global relist started: when the
 	// records of the relist running, global or per-pod, were last observed.
 	prevRelist time.Time
@@ -104,7 +104,7 @@ func (st *relistState) group(
 		}
 	}
 
-	indexed := false
+	st.placer.Reset(sandboxes)
 	for _, c := range containers {
 		switch {
 		case c == nil:
@@ -114,19 +114,10 @@ func (st *relistState) group(
 			st.invalid.report(st.pass, invalidEmptyID, "container", "", "sandbox", c.PodSandboxId)
 			continue
 		}
-		uid := c.Labels[runtime.PodUIDLabel]
+		uid := st.placer.PodUID(c)
 		if uid == "" {
-			// The kubelet files such containers under an empty pod UID.
-			// Their sandbox knows their pod.
-			if !indexed {
-				st.indexSandboxes(sandboxes)
-				indexed = true
-			}
-			uid = st.sandboxPods[c.PodSandboxId]
-			if uid == "" {
-				st.invalid.report(st.pass, invalidNoPod, "container", c.Id, "sandbox", c.PodSandboxId)
-				continue
-			}
+			st.invalid.report(st.pass, invalidNoPod, "container", c.Id, "sandbox", c.PodSandboxId)
+			continue
 		}
 		if (only != "" && uid != only) || (skipRemoved && st.hints.isRemoved(c.Id)) {
 			continue
@@ -143,6 +134,8 @@ func (st *relistState) group(
 		rec := st.record(uid, c.Labels[runtime.PodNameLabel], c.Labels[runtime.PodNamespaceLabel])
 		rec.cur = append(rec.cur, entry{id: c.Id, name: name, state: s, c: c})
 	}
+	// The placer would keep the list dropListItems lets go of.
+	st.placer.Reset(nil)
 
 	for _, rec := range st.seen {
 		for _, id := range rec.finishListing() {
@@ -171,27 +164,10 @@ func (st *relistState) record(uid, name, namespace string) *podRecord {
 	case rec.name == "" && rec.namespace == "":
 		rec.name, rec.namespace = name, namespace
 	case name != "" && (name != rec.name || namespace != rec.namespace):
-		st.invalid.report(
-			st.pass,
-			invalidPodNameConflict,
-			"pod",
-			uid,
-			"name",
-			rec.namespace+"/"+rec.name,
-			"otherName",
-			namespace+"/"+name,
-		)
+		st.invalid.report(st.pass, invalidPodNameConflict,
+			"pod", uid, "name", rec.namespace+"/"+rec.name, "otherName", namespace+"/"+name)
 	}
 	return rec
-}
-
-func (st *relistState) indexSandboxes(sandboxes []*runtimeapi.PodSandbox) {
-	clear(st.sandboxPods)
-	for _, sb := range sandboxes {
-		if uid := sb.GetMetadata().GetUid(); uid != "" && sb.GetId() != "" {
-			st.sandboxPods[sb.Id] = uid
-		}
-	}
 }
 
 // dropListItems lets go of the list items the records point to, which
