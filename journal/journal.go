@@ -138,6 +138,8 @@ type Journal struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
+	// id names the journal; see ID.
+	id string
 
 	mu     sync.Mutex
 	ring   *ring
@@ -197,6 +199,12 @@ func Open(opts Options) (*Journal, error) {
 	} else {
 		j.open()
 	}
+	id, err := loadID(opts.Dir)
+	if err != nil {
+		j.log.Warn("The journal's ID could not be kept in its directory: this run has an ID of its own, and "+
+			"consumers downstream see its events as another journal's", "dir", opts.Dir, "err", err)
+	}
+	j.id = id
 	j.updateGauges()
 	if j.w != nil && opts.Sync > 0 {
 		j.stopSync, j.syncDone = make(chan struct{}), make(chan struct{})
@@ -313,6 +321,15 @@ func (j *Journal) Read(after uint64, limit int) ([]Entry, <-chan struct{}) {
 		after = floor
 	}
 	return append(out, j.ring.after(after, limit-len(out))...), j.grew
+}
+
+// Floor returns the number of the last entry dropped to keep the
+// journal within its bounds: a reader resuming after an earlier number
+// has missed events, and Read tells it with a gap.
+func (j *Journal) Floor() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ring.floor
 }
 
 // Last returns the number of the latest entry.
