@@ -89,6 +89,7 @@ type runFlags struct {
 	simulate bool
 	sim      simFlags
 	kube     kubeFlags
+	otlp     otlpFlags
 }
 
 func newRunCommand(g *global) *cobra.Command {
@@ -132,7 +133,7 @@ func (o *runFlags) validate() error {
 	if o.simulate {
 		errs = append(errs, o.sim.validate())
 	}
-	errs = append(errs, o.kube.validate())
+	errs = append(errs, o.kube.validate(), o.otlp.validate())
 	return errors.Join(errs...)
 }
 
@@ -159,6 +160,13 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	defer cleanup()
 	cfg := o.cfg
 	cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
+	if o.otlp.t.Endpoint != "" {
+		node, err := o.kube.node()
+		if err != nil {
+			return err
+		}
+		cfg.OTLP = o.otlp.config(node)
+	}
 	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
@@ -207,6 +215,8 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 	o.sim.register(f, "sim-")
 	// Reporting into the Kubernetes API: off unless asked.
 	o.kube.register(f)
+	// Export to an OpenTelemetry Collector: off unless asked.
+	o.otlp.register(f)
 }
 
 // syncFlag is --state-sync: a period, "always" or "never".
