@@ -258,14 +258,19 @@ func hasGap(in []journal.Entry) bool {
 func (e *Exporter) build(entries []journal.Entry) *batch {
 	now := e.opts.Clock.Now()
 	node := e.opts.Resource.NodeName
-	b := &batch{last: e.cursor, first: e.cursor + 1}
+	b := &batch{last: e.cursor}
+	if len(entries) > 0 {
+		b.first = entries[0].Seq
+	}
 	var recs []*logspb.LogRecord
 	size := 0
 	for _, l := range e.pending {
 		r := lossRecord(l, node, now)
 		recs = append(recs, r)
 		size += proto.Size(r)
-		b.first = min(b.first, l.from)
+		if b.first == 0 || l.from < b.first {
+			b.first = l.from
+		}
 		b.last = max(b.last, l.seq)
 		b.losses = append(b.losses, l)
 	}
