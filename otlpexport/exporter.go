@@ -360,9 +360,15 @@ func (e *Exporter) refused(b *batch, err error) {
 	e.m.lost.WithLabelValues(LostRejected).Add(float64(b.events))
 	e.log.Error("The OTLP collector refused a batch for good: it is dropped, and a loss record names its events; "+
 		"fix the collector's configuration", "err", err, "records", n, "firstSeq", b.first, "lastSeq", b.last)
-	// The losses it carried are folded into the one that replaces it.
-	e.pending = append([]loss{{from: b.first, to: b.last, seq: b.last, reason: LostRejected, detail: err.Error()}},
-		e.pending[len(b.losses):]...)
+	e.pending = e.pending[len(b.losses):]
+	if b.events > 0 {
+		// The losses it carried are folded into the one that replaces it.
+		e.pending = append([]loss{{from: b.first, to: b.last, seq: b.last, reason: LostRejected, detail: err.Error()}},
+			e.pending...)
+	}
+	// A batch of loss records only is not told again: the log and the
+	// counters are all that is left to say it, and a collector that
+	// refuses everything gets each batch once.
 	e.advance(b.last)
 }
 
@@ -382,9 +388,11 @@ func (e *Exporter) advance(to uint64) {
 // first of entries, and says when the exporter falls behind or catches
 // up.
 func (e *Exporter) updateLag(entries []journal.Entry) {
+	// Past the cursor, or past what the journal dropped when the cursor
+	// is behind it (or none was saved yet).
 	var events uint64
-	if last := e.j.Last(); last > e.cursor {
-		events = last - e.cursor
+	if last, from := e.j.Last(), max(e.cursor, e.j.Floor()); last > from {
+		events = last - from
 	}
 	var age time.Duration
 	if events > 0 && len(entries) > 0 {

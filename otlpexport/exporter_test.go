@@ -236,6 +236,20 @@ func TestDelivery(t *testing.T) {
 			log: "refused a batch for good",
 		},
 		{
+			name: "a collector refusing everything gets each batch once", events: 15, batch: 10,
+			script: []answer{
+				{err: &ExportError{Status: "400 Bad Request"}}, {err: &ExportError{Status: "400 Bad Request"}},
+				{err: &ExportError{Status: "400 Bad Request"}},
+			},
+			want:         func(uint64) []string { return nil },
+			wantRequests: 3,
+			metrics: map[string]float64{
+				`pleg_export_records_failed_total{reason="permanent"}`: 17,
+				`pleg_export_records_lost_total{reason="rejected"}`:    15,
+				`pleg_export_records_failed_total{reason="retryable"}`: 0,
+			},
+		},
+		{
 			name: "partial success is counted, not sent again", events: 10, batch: 10,
 			script:       []answer{{rejected: 2, msg: "two too old"}},
 			want:         func(f uint64) []string { return seqs(f, f+9) },
