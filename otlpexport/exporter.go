@@ -342,6 +342,7 @@ func (e *Exporter) backoff(attempt int) time.Duration {
 // accepted moves the cursor past an accepted batch.
 func (e *Exporter) accepted(b *batch, rejected int64, msg string) {
 	e.m.exported.Add(float64(b.events))
+	e.m.bytes.Add(float64(proto.Size(b.req)))
 	if rejected > 0 || msg != "" {
 		e.m.failed.WithLabelValues(failRejected).Add(float64(rejected))
 		e.log.Warn("The OTLP collector accepted a batch in part: the records it rejected are not sent again",

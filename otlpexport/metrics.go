@@ -10,6 +10,7 @@ type metrics struct {
 	failed     *prometheus.CounterVec
 	lost       *prometheus.CounterVec
 	requests   prometheus.Counter
+	bytes      prometheus.Counter
 	lagEvents  prometheus.Gauge
 	lagSeconds prometheus.Gauge
 	cursor     prometheus.Gauge
@@ -43,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "pleg_export_requests_total",
 			Help: "Export requests sent to the collector, retries included.",
 		}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pleg_export_bytes_total",
+			Help: "Bytes of the requests the collector accepted, as protobuf before compression.",
+		}),
 		lagEvents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pleg_export_lag_events",
 			Help: "Events in the journal past the export cursor.",
@@ -70,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{
-		m.exported, m.failed, m.lost, m.requests, m.lagEvents, m.lagSeconds, m.cursor, m.behind,
+		m.exported, m.failed, m.lost, m.requests, m.bytes, m.lagEvents, m.lagSeconds, m.cursor, m.behind,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

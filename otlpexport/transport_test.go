@@ -150,7 +150,7 @@ type logsService struct {
 	answer func(*collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error)
 }
 
-func serveLogs(t *testing.T, s *logsService) string {
+func serveLogs(t testing.TB, s *logsService) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
