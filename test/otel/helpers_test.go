@@ -60,7 +60,7 @@ func build(dir string) error {
 
 // require fails the test under CI=true, and skips it elsewhere, when the
 // binaries could not be built.
-func require(t *testing.T) {
+func require(t testing.TB) {
 	t.Helper()
 	if bins.err == nil {
 		return
@@ -71,7 +71,7 @@ func require(t *testing.T) {
 	t.Skipf("skipping, no collector or pleg (set CI=true to make this a failure): %v", bins.err)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -82,7 +82,7 @@ func freePort(t *testing.T) int {
 }
 
 // eventually waits for f, up to limit, polling.
-func eventually(t *testing.T, limit time.Duration, what string, f func() bool) {
+func eventually(t testing.TB, limit time.Duration, what string, f func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !f() {
@@ -100,7 +100,7 @@ type proc struct {
 	done chan struct{}
 }
 
-func startProc(t *testing.T, log string, bin string, args ...string) *proc {
+func startProc(t testing.TB, log string, bin string, args ...string) *proc {
 	t.Helper()
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -146,7 +146,7 @@ func (p *proc) output() string {
 // collector is a real OpenTelemetry Collector receiving OTLP on fixed
 // loopback ports and writing what it receives to a file per start.
 type collector struct {
-	t              *testing.T
+	t testing.TB
 	dir            string
 	grpc, http     int
 	p              *proc
@@ -155,7 +155,7 @@ type collector struct {
 	memoryLimitMiB int
 }
 
-func newCollector(t *testing.T) *collector {
+func newCollector(t testing.TB) *collector {
 	require(t)
 	return &collector{t: t, dir: t.TempDir(), grpc: freePort(t), http: freePort(t)}
 }
@@ -287,7 +287,7 @@ func attrMap(kvs []otlpKV) map[string]string {
 	return m
 }
 
-func parseRecords(t *testing.T, b []byte) []record {
+func parseRecords(t testing.TB, b []byte) []record {
 	t.Helper()
 	var out []record
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -322,7 +322,7 @@ func parseRecords(t *testing.T, b []byte) []record {
 
 // plegRun is pleg run over a pleg sim, restartable.
 type plegRun struct {
-	t       *testing.T
+	t testing.TB
 	dir     string
 	port    int
 	args    []string
@@ -333,13 +333,20 @@ type plegRun struct {
 }
 
 // startSim serves a simulated runtime with churn.
-func startPleg(t *testing.T, churn string, args ...string) *plegRun {
+func startPleg(t testing.TB, churn string, args ...string) *plegRun {
+	t.Helper()
+	return startPlegOver(t, []string{"--pods", "10", "--containers", "2", "--latency", "zero", "--churn", churn, "--seed", "7"},
+		args...)
+}
+
+// startPlegOver starts pleg sim with simArgs, then pleg run over it with
+// args.
+func startPlegOver(t testing.TB, simArgs []string, args ...string) *plegRun {
 	t.Helper()
 	require(t)
 	dir := t.TempDir()
 	r := &plegRun{t: t, dir: dir, port: freePort(t), simSock: filepath.Join(dir, "sim.sock")}
-	r.sim = startProc(t, filepath.Join(dir, "sim.log"), bins.pleg, "sim", "--socket", r.simSock,
-		"--pods", "10", "--containers", "2", "--latency", "zero", "--churn", churn, "--seed", "7")
+	r.sim = startProc(t, filepath.Join(dir, "sim.log"), bins.pleg, append([]string{"sim", "--socket", r.simSock}, simArgs...)...)
 	eventually(t, time.Minute, "the simulator's socket", func() bool {
 		_, err := os.Stat(r.simSock)
 		return err == nil
@@ -527,7 +534,7 @@ func (tl tally) String() string {
 }
 
 // newServer serves h on loopback and returns its URL.
-func newServer(t *testing.T, h http.Handler) string {
+func newServer(t testing.TB, h http.Handler) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
