@@ -6,6 +6,7 @@ package otlpexport
 import (
 	"compress/gzip"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -307,4 +308,42 @@ func TestParseRetryAfter(t *testing.T) {
 			t.Errorf("Retry-After %q: %v, want %v", tc.v, got, tc.want)
 		}
 	}
+}
+
+// Over TLS the collector is verified with --otlp-ca-file; a collector
+// whose certificate nothing trusts is refused (a transport error, so
+// retried and logged until the certificate or the CA is fixed).
+func TestHTTPClientTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pemCert(srv.Certificate().Raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		caFile string
+		ok     bool
+	}{
+		{"verified by the CA file", ca, true},
+		{"unknown authority", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := NewClient(TransportOptions{Endpoint: srv.URL, Protocol: ProtocolHTTP, CAFile: tc.caFile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, _, err = c.Export(context.Background(), request(1))
+			if (err == nil) != tc.ok {
+				t.Errorf("error %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
