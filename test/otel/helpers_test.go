@@ -146,7 +146,7 @@ func (p *proc) output() string {
 // collector is a real OpenTelemetry Collector receiving OTLP on fixed
 // loopback ports and writing what it receives to a file per start.
 type collector struct {
-	t testing.TB
+	t              testing.TB
 	dir            string
 	grpc, http     int
 	p              *proc
@@ -322,7 +322,7 @@ func parseRecords(t testing.TB, b []byte) []record {
 
 // plegRun is pleg run over a pleg sim, restartable.
 type plegRun struct {
-	t testing.TB
+	t       testing.TB
 	dir     string
 	port    int
 	args    []string
