@@ -78,6 +78,13 @@ and Prometheus --metrics-listen, which serves /metrics and the probes only.
 --web-config-file adds TLS, client certificates and basic auth to both, in
 the Prometheus exporters' format.
 
+With --otlp-endpoint, every event of the journal is also sent to an
+OpenTelemetry Collector as an OTLP log record (gRPC or HTTP/protobuf), at
+least once and in order: a cursor in the state directory moves only once the
+collector has accepted a batch, events wait in the journal while it is down
+or refusing, and events the journal dropped before they were sent are named
+by a loss record (docs/export.md).
+
 With --simulate it watches an embedded simulated runtime instead.
 
 The daemon sets Go's garbage collection target to 50 (GOGC=50) unless the

@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -146,13 +145,11 @@ func (p *proc) output() string {
 // collector is a real OpenTelemetry Collector receiving OTLP on fixed
 // loopback ports and writing what it receives to a file per start.
 type collector struct {
-	t              testing.TB
-	dir            string
-	grpc, http     int
-	p              *proc
-	starts         int
-	mu             sync.Mutex
-	memoryLimitMiB int
+	t          testing.TB
+	dir        string
+	grpc, http int
+	p          *proc
+	starts     int
 }
 
 func newCollector(t testing.TB) *collector {
