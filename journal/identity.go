@@ -23,7 +23,8 @@ const idName = "id"
 const maxIDLen = 64
 
 // ID is the journal's identity: a random name created with its state
-// directory and kept there, or made at Open for a journal in memory.
+// directory and kept there, or made at Open for a journal in memory,
+// including one that cannot write to its directory.
 // With a sequence number it names one event across restarts, for a
 // consumer downstream to tell duplicates by.
 func (j *Journal) ID() string { return j.id }

@@ -30,8 +30,12 @@ func TestIdentity(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("the ID file is %v, want 0600", fi.Mode().Perm())
 	}
-	if got := e.open().ID(); got != id {
+	j2 := e.open()
+	if got := j2.ID(); got != id {
 		t.Errorf("after a restart the ID is %q, want %q", got, id)
+	}
+	if err := j2.Close(); err != nil {
+		t.Fatal(err)
 	}
 	// A damaged store is set aside; the directory, and its ID, stay.
 	segs := e.segments()
@@ -40,8 +44,8 @@ func TestIdentity(t *testing.T) {
 	}
 	e.boot = "boot-2"
 	j3 := e.open()
-	if got := j3.ID(); got != id {
-		t.Errorf("after a store was set aside (%s) the ID is %q, want %q", e.outcome(j3), got, id)
+	if got, outcome := j3.ID(), e.outcome(j3); got != id || outcome != OutcomeCorrupt {
+		t.Errorf("after a store was set aside (%s, want %s) the ID is %q, want %q", outcome, OutcomeCorrupt, got, id)
 	}
 
 	for _, tc := range []struct {
@@ -61,6 +65,13 @@ func TestIdentity(t *testing.T) {
 				t.Errorf("a bad ID file gave %q", j.ID())
 			}
 		})
+	}
+
+	// A second journal on the directory, which the first holds, is in
+	// memory: its numbers are its own, and so is its ID.
+	if other := e.open(); other.ID() == id || other.Status().Persistent {
+		t.Errorf("a journal on a directory in use: ID %q (the directory's is %q), persistent %v",
+			other.ID(), id, other.Status().Persistent)
 	}
 
 	a, err := Open(Options{})

@@ -199,7 +199,14 @@ func Open(opts Options) (*Journal, error) {
 	} else {
 		j.open()
 	}
-	id, err := loadID(opts.Dir)
+	// A journal that does not write to its directory (another pleg holds
+	// it, or it cannot be written) numbers from the clock on its own: it
+	// takes an ID of its own too, and leaves the directory's alone.
+	dir := opts.Dir
+	if j.w == nil {
+		dir = ""
+	}
+	id, err := loadID(dir)
 	if err != nil {
 		j.log.Warn("The journal's ID could not be kept in its directory: this run has an ID of its own, and "+
 			"consumers downstream see its events as another journal's", "dir", opts.Dir, "err", err)
