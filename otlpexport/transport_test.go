@@ -24,6 +24,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -346,4 +347,57 @@ func TestHTTPClientTLS(t *testing.T) {
 
 func pemCert(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// gRPC over TLS, the collector verified by the CA file.
+func TestGRPCClientTLS(t *testing.T) {
+	// httptest's certificate, valid for 127.0.0.1, serves the gRPC server.
+	hs := httptest.NewTLSServer(http.NotFoundHandler())
+	cert := hs.TLS.Certificates[0]
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pemCert(hs.Certificate().Raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hs.Close()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
+	s := &logsService{answer: func(*collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
+		return &collogspb.ExportLogsServiceResponse{}, nil
+	}}
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "opentelemetry.proto.collector.logs.v1.LogsService",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "Export", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			var req collogspb.ExportLogsServiceRequest
+			if err := dec(&req); err != nil {
+				return nil, err
+			}
+			return s.answer(&req)
+		}}},
+	}, s)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	for _, tc := range []struct {
+		name   string
+		caFile string
+		ok     bool
+	}{
+		{"verified by the CA file", ca, true},
+		{"unknown authority", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := NewClient(TransportOptions{Endpoint: lis.Addr().String(), CAFile: tc.caFile, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, _, err = c.Export(context.Background(), request(1))
+			if (err == nil) != tc.ok {
+				t.Errorf("error %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
 }
