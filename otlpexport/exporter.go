@@ -139,7 +139,6 @@ type Exporter struct {
 	log     *slog.Logger
 	m       *metrics
 	scope   *commonpb.InstrumentationScope
-	res     *collogspb.ExportLogsServiceRequest // the resource, without records
 	cursor  uint64
 	pending []loss // losses not sent yet, in order
 	behind  bool

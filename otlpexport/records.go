@@ -199,7 +199,9 @@ func imageAttributes(image string) []*commonpb.KeyValue {
 		out = append(out, strs("container.image.tags", t.Tag()))
 	}
 	if d, ok := ref.(reference.Digested); ok {
-		out = append(out, strs("container.image.repo_digests", reference.FamiliarString(ref)), str("container.image.id", d.Digest().String()))
+		out = append(out,
+			strs("container.image.repo_digests", reference.FamiliarString(ref)),
+			str("container.image.id", d.Digest().String()))
 	}
 	return out
 }

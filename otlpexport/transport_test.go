@@ -108,7 +108,7 @@ func TestHTTPClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			rejected, _, err := c.Export(context.Background(), request(4))
 			checkErr(t, err, tc.wantErr, tc.retryable, tc.retryAfter)
 			if rejected != tc.wantRejected {
@@ -223,7 +223,7 @@ func TestGRPCClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			rejected, _, err := c.Export(context.Background(), request(3))
 			checkErr(t, err, tc.wantErr, tc.retryable, tc.retryAfter)
 			if rejected != tc.wantRejected {
@@ -336,7 +336,7 @@ func TestHTTPClientTLS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			_, _, err = c.Export(context.Background(), request(1))
 			if (err == nil) != tc.ok {
 				t.Errorf("error %v, want ok %v", err, tc.ok)
@@ -393,7 +393,7 @@ func TestGRPCClientTLS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			_, _, err = c.Export(context.Background(), request(1))
 			if (err == nil) != tc.ok {
 				t.Errorf("error %v, want ok %v", err, tc.ok)

@@ -51,7 +51,7 @@ func build(dir string) error {
 		cmd.Dir = b.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s in %s: %v\n%s", b.pkg, b.dir, err, out)
+			return fmt.Errorf("go build %s in %s: %w\n%s", b.pkg, b.dir, err, out)
 		}
 	}
 	return nil
@@ -76,7 +76,7 @@ func freePort(t testing.TB) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
 }
 
