@@ -303,7 +303,7 @@ func (c *httpClient) Export(ctx context.Context, req *collogspb.ExportLogsServic
 	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode == http.StatusOK {
 		var out collogspb.ExportLogsServiceResponse
-		if len(rb) > 0 && resp.Header.Get("Content-Type") == "application/x-protobuf" {
+		if len(rb) > 0 && isProtobuf(resp) {
 			if err := proto.Unmarshal(rb, &out); err != nil {
 				// Accepted: what it says besides cannot be read.
 				return 0, "unreadable response: " + err.Error(), nil
@@ -324,7 +324,7 @@ func (c *httpClient) Export(ctx context.Context, req *collogspb.ExportLogsServic
 // httpErrorMessage is the message of a google.rpc.Status body, or the
 // start of a text one.
 func httpErrorMessage(resp *http.Response, b []byte) string {
-	if resp.Header.Get("Content-Type") == "application/x-protobuf" {
+	if isProtobuf(resp) {
 		var st spb.Status
 		if proto.Unmarshal(b, &st) == nil && st.GetMessage() != "" {
 			return st.GetMessage()
@@ -338,6 +338,12 @@ func httpErrorMessage(resp *http.Response, b []byte) string {
 		s = "no message"
 	}
 	return s
+}
+
+// isProtobuf tells whether the body is protobuf, parameters allowed.
+func isProtobuf(resp *http.Response) bool {
+	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	return strings.TrimSpace(mt) == "application/x-protobuf"
 }
 
 // parseRetryAfter reads a Retry-After header: seconds or an HTTP date.
