@@ -30,6 +30,10 @@ CI_FUZZTIME ?= 3000x
 # kube-apiserver.
 KUBE_TEST_MODULE = test/kube
 CHART_TEST_MODULE = test/chart
+# test/otel, the OTLP export against a real OpenTelemetry Collector built
+# from its Go modules: a module of its own, so that the collector's
+# dependencies stay out of the product's go.mod.
+OTEL_TEST_MODULE = test/otel
 # hack/image, the program that builds and pushes the image, with
 # go-containerregistry and the SPDX library: a module of its own too, so
 # that neither the product's go.mod nor tools/go.mod takes them.
@@ -49,10 +53,11 @@ TEST_TIMEOUT ?= 40m
 ## mostly wait on their runtimes, and its first run builds etcd and
 ## kube-apiserver (about 20 CPU-minutes), which fills that wait; then
 ## test/chart, then hack/image (the image built twice, for both
-## platforms). Their output follows the root module's.
+## platforms); test/otel (the export against a real OpenTelemetry
+## Collector) beside them. Their output follows the root module's.
 test: check
 	@GO='$(GO)' TEST_TIMEOUT='$(TEST_TIMEOUT)' CI_FUZZTIME='$(CI_FUZZTIME)' KUBE_TEST_MODULE='$(KUBE_TEST_MODULE)' \
-	  CHART_TEST_MODULE='$(CHART_TEST_MODULE)' IMAGE_MODULE='$(IMAGE_MODULE)' hack/test.sh
+	  CHART_TEST_MODULE='$(CHART_TEST_MODULE)' IMAGE_MODULE='$(IMAGE_MODULE)' OTEL_TEST_MODULE='$(OTEL_TEST_MODULE)' hack/test.sh
 
 ## test-matrix: the runtime harness and end-to-end tests against every
 ## containerd line in the field (1.7, 2.0, 2.1, 2.2, 2.3, 2.4) and CRI-O
@@ -99,12 +104,13 @@ check:
 	cd $(KUBE_TEST_MODULE) && $(GO) vet ./...
 	cd $(CHART_TEST_MODULE) && $(GO) vet ./...
 	cd $(IMAGE_MODULE) && $(GO) vet ./...
+	cd $(OTEL_TEST_MODULE) && $(GO) vet ./...
 	@$(MAKE) --no-print-directory lint
 
 # golangci-lint is built from tools/go.mod (its version pinned there, its
 # dependencies out of the product's go.mod) into Go's build cache, once.
 GOLANGCI_LINT = $(GO) tool -modfile=$(CURDIR)/tools/go.mod golangci-lint
-LINT_MODULES = . $(KUBE_TEST_MODULE) $(CHART_TEST_MODULE) $(IMAGE_MODULE) tools
+LINT_MODULES = . $(KUBE_TEST_MODULE) $(CHART_TEST_MODULE) $(IMAGE_MODULE) $(OTEL_TEST_MODULE) tools
 # actionlint checks the release workflow, which never runs here: its
 # version is pinned by hack/image/go.mod's tool directive.
 ACTIONLINT = $(GO) tool -modfile=$(CURDIR)/$(IMAGE_MODULE)/go.mod actionlint

@@ -31,6 +31,7 @@ import (
 	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
+	"github.com/plegkit/pleg/otlpexport"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -103,6 +104,9 @@ type Config struct {
 	// events (package kubereport). Its Logger, Registerer and, when the
 	// runtime tells them, Sizes are set by the daemon.
 	Kube *kubereport.Config
+	// OTLP, with an endpoint, exports the journal's events to an
+	// OpenTelemetry Collector as log records.
+	OTLP OTLP
 }
 
 // Daemon is an assembled daemon. Create it with New, then Run it.
@@ -116,6 +120,7 @@ type Daemon struct {
 	servers  []*server // the API's, then the metrics' if any
 	kube     *kubereport.Reporter
 	build    *metrics.BuildInfo
+	exporter *otlpexport.Exporter
 }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
@@ -157,7 +162,13 @@ func New(cfg Config) (*Daemon, error) {
 	if err := d.assemble(ops); err != nil {
 		return nil, errors.Join(err, jn.Close())
 	}
+	if err := d.newExporter(); err != nil {
+		return nil, errors.Join(fmt.Errorf("otlp export: %w", err), jn.Close())
+	}
 	if err := d.listen(conns); err != nil {
+		if d.exporter != nil {
+			_ = d.exporter.Close() // never ran: nothing to lose
+		}
 		return nil, errors.Join(err, jn.Close())
 	}
 	return d, nil
@@ -407,6 +418,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.Gen.Start()
 	stopKube := startKube(d.kube, d.cfg.Logger)
 	stopVersion := d.startVersionWatch()
+	stopExporter := d.startExporter()
 
 	served := make(chan error, len(d.servers))
 	for _, s := range d.servers {
@@ -455,6 +467,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopKube()
 	stopVersion()
 	d.Gen.Stop()
+	stopExporter()
 	if jerr := d.Journal.Close(); jerr != nil {
 		d.cfg.Logger.Error("Closing the journal", "err", jerr)
 	}

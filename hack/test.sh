@@ -2,7 +2,8 @@
 # make test after make check: the root module's tests with the race
 # detector, then every fuzz target for CI_FUZZTIME executions (hack/fuzz.sh),
 # while test/kube, then test/chart, then hack/image run their tests in the
-# background. test/kube's first run builds etcd and kube-apiserver, which
+# background, and test/otel beside them (it mostly waits: on a collector
+# stopped for two minutes, on daemons killed and started again). test/kube's first run builds etcd and kube-apiserver, which
 # fills the time the root's end-to-end tests spend waiting on their
 # runtimes. The background output follows the root's, and the script fails
 # if any part failed. Make passes every variable; the defaults are the
@@ -15,6 +16,7 @@ CI_FUZZTIME=${CI_FUZZTIME:-3000x}
 KUBE_TEST_MODULE=${KUBE_TEST_MODULE:-test/kube}
 CHART_TEST_MODULE=${CHART_TEST_MODULE:-test/chart}
 IMAGE_MODULE=${IMAGE_MODULE:-hack/image}
+OTEL_TEST_MODULE=${OTEL_TEST_MODULE:-test/otel}
 
 kubelog=$(mktemp)
 (
@@ -26,7 +28,10 @@ kubelog=$(mktemp)
 	(cd "$IMAGE_MODULE" && $GO test -race -count=1 -timeout "$TEST_TIMEOUT" ./...) && exit $k
 ) >"$kubelog" 2>&1 &
 kube=$!
-trap 'kill $kube 2>/dev/null; rm -f "$kubelog"' EXIT INT TERM HUP
+otellog=$(mktemp)
+(cd "$OTEL_TEST_MODULE" && $GO test -race -count=1 -timeout "$TEST_TIMEOUT" ./...) >"$otellog" 2>&1 &
+otel=$!
+trap 'kill $kube $otel 2>/dev/null; rm -f "$kubelog" "$otellog"' EXIT INT TERM HUP
 
 echo "$GO test -race -count=1 -timeout $TEST_TIMEOUT ./...   (and $KUBE_TEST_MODULE beside it)"
 $GO test -race -count=1 -timeout "$TEST_TIMEOUT" ./...
@@ -37,4 +42,8 @@ wait $kube
 kubest=$?
 echo "cd $KUBE_TEST_MODULE && $GO test -race -count=1 -timeout $TEST_TIMEOUT ./..."
 cat "$kubelog"
-[ $root -eq 0 ] && [ $fuzz -eq 0 ] && [ $kubest -eq 0 ]
+wait $otel
+otelst=$?
+echo "cd $OTEL_TEST_MODULE && $GO test -race -count=1 -timeout $TEST_TIMEOUT ./..."
+cat "$otellog"
+[ $root -eq 0 ] && [ $fuzz -eq 0 ] && [ $kubest -eq 0 ] && [ $otelst -eq 0 ]

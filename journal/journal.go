@@ -145,6 +145,8 @@ type Journal struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
+	// id names the journal; see ID.
+	id string
 
 	mu     sync.Mutex
 	ring   *ring
@@ -207,6 +209,19 @@ func Open(opts Options) (*Journal, error) {
 	} else {
 		j.open()
 	}
+	// A journal that does not write to its directory (another pleg holds
+	// it, or it cannot be written) numbers from the clock on its own: it
+	// takes an ID of its own too, and leaves the directory's alone.
+	dir := opts.Dir
+	if j.w == nil {
+		dir = ""
+	}
+	id, err := loadID(dir)
+	if err != nil {
+		j.log.Warn("The journal's ID could not be kept in its directory: this run has an ID of its own, and "+
+			"consumers downstream see its events as another journal's", "dir", opts.Dir, "err", err)
+	}
+	j.id = id
 	j.expire()
 	j.updateGauges()
 	if j.w != nil && opts.Sync > 0 {
@@ -336,6 +351,15 @@ func (j *Journal) ReadAppend(dst []Entry, after uint64, limit int) ([]Entry, <-c
 		after = floor
 	}
 	return j.ring.appendAfter(out, after, limit-len(out)), j.grew
+}
+
+// Floor returns the number of the last entry dropped to keep the
+// journal within its bounds: a reader resuming after an earlier number
+// has missed events, and Read tells it with a gap.
+func (j *Journal) Floor() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ring.floor
 }
 
 // Last returns the number of the latest entry.

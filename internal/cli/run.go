@@ -79,6 +79,13 @@ and Prometheus --metrics-listen, which serves /metrics and the probes only.
 --web-config-file adds TLS, client certificates and basic auth to both, in
 the Prometheus exporters' format.
 
+With --otlp-endpoint, every event of the journal is also sent to an
+OpenTelemetry Collector as an OTLP log record (gRPC or HTTP/protobuf), at
+least once and in order: a cursor in the state directory moves only once the
+collector has accepted a batch, events wait in the journal while it is down
+or refusing, and events the journal dropped before they were sent are named
+by a loss record (docs/export.md).
+
 With --simulate it watches an embedded simulated runtime instead.
 
 The daemon sets Go's garbage collection target to 50 (GOGC=50) unless the
@@ -90,6 +97,7 @@ type runFlags struct {
 	simulate bool
 	sim      simFlags
 	kube     kubeFlags
+	otlp     otlpFlags
 }
 
 func newRunCommand(g *global) *cobra.Command {
@@ -133,7 +141,7 @@ func (o *runFlags) validate() error {
 	if o.simulate {
 		errs = append(errs, o.sim.validate())
 	}
-	errs = append(errs, o.kube.validate())
+	errs = append(errs, o.kube.validate(), o.otlp.validate())
 	return errors.Join(errs...)
 }
 
@@ -160,6 +168,13 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	defer cleanup()
 	cfg := o.cfg
 	cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
+	if o.otlp.t.Endpoint != "" {
+		node, err := o.kube.node()
+		if err != nil {
+			return err
+		}
+		cfg.OTLP = o.otlp.config(node)
+	}
 	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
@@ -211,6 +226,8 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 	o.sim.register(f, "sim-")
 	// Reporting into the Kubernetes API: off unless asked.
 	o.kube.register(f)
+	// Export to an OpenTelemetry Collector: off unless asked.
+	o.otlp.register(f)
 }
 
 // syncFlag is --state-sync: a period, "always" or "never".
