@@ -180,6 +180,7 @@ func NewServer(opts Options) *Server {
 	s.mux.HandleFunc("GET /v1/pods", s.pods)
 	s.mux.HandleFunc("GET /v1/pods/{uid}", s.pod)
 	s.mux.HandleFunc("GET /v1/events", s.events)
+	s.mux.HandleFunc("GET /v1/history", s.history)
 	return s
 }
 
@@ -405,7 +406,7 @@ func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 	uid := r.PathValue("uid")
 	e, ok := s.opts.Cache.GetEntry(uid)
 	if !ok {
-		writeError(w, http.StatusNotFound, "no pod %q in the cache", uid)
+		s.removedPod(w, uid)
 		return
 	}
 	writeJSON(w, http.StatusOK, NewPod(uid, e))

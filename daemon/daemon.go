@@ -74,6 +74,9 @@ type Config struct {
 	// 32 MiB.
 	EventBuffer      int
 	EventBufferBytes int64
+	// EventRetention, if positive, also drops events older than that
+	// (journal.Options.Retention); zero keeps them however old.
+	EventRetention time.Duration
 	// StateDir keeps the journal (the events, numbered, and what was last
 	// reported of every container) across restarts; empty keeps it in
 	// memory, and a restart reports every container again. See package
@@ -141,7 +144,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	jopts := journal.Options{
 		Dir: cfg.StateDir, MaxEvents: cfg.EventBuffer, MaxBytes: cfg.EventBufferBytes, Sync: cfg.StateSync,
-		Logger: cfg.Logger, Registerer: reg,
+		Retention: cfg.EventRetention, Logger: cfg.Logger, Registerer: reg,
 	}
 	if cfg.StateDir != "" {
 		jopts.Runtime, jopts.RuntimeUnconfirmed = identify(cfg.Runtime, cfg.IdentifyTimeout, cfg.Logger)

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -181,6 +182,9 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 		"most")
 	f.Int64Var(&cfg.EventBufferBytes, "event-buffer-bytes", journal.DefaultMaxBytes,
 		"bytes of events kept for clients to resume from, at most, as encoded; the oldest go first")
+	f.Var(&retentionFlag{&cfg.EventRetention}, "event-retention",
+		"drop events older than this (7d, 168h...) beside --event-buffer and --event-buffer-bytes, whichever "+
+			"is reached first; 0 (the default) drops none by age")
 	// No state directory unless asked: a pleg run by hand on a node must
 	// not take over, or leave behind, the journal of the installed one
 	// (the chart and the systemd unit pass --state-dir /var/lib/pleg).
@@ -242,3 +246,25 @@ func (f *syncFlag) Set(s string) error {
 }
 
 func (f *syncFlag) Type() string { return "period" }
+
+// retentionFlag is --event-retention: a duration as Prometheus spells its
+// retention (7d, 2w, 36h), 0 for none.
+type retentionFlag struct{ d *time.Duration }
+
+func (f *retentionFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return "0"
+	}
+	return model.Duration(*f.d).String()
+}
+
+func (f *retentionFlag) Set(s string) error {
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 7d or 36h, or 0: %w", err)
+	}
+	*f.d = time.Duration(d)
+	return nil
+}
+
+func (f *retentionFlag) Type() string { return "duration" }
