@@ -21,9 +21,13 @@ import (
 	"github.com/plegkit/pleg/internal/runtimetest"
 )
 
-// simSocket is the socket the docs serve the simulator on; each block
-// gets a socket of its own in its place.
-const simSocket = "/tmp/sim.sock"
+// simSocket is the socket the docs serve the simulator on, and
+// daemonSocket the chart's API socket on a node; each block gets sockets
+// of its own in their place.
+const (
+	simSocket    = "/tmp/sim.sock"
+	daemonSocket = "/run/pleg/pleg.sock"
+)
 
 // TestDocCommands runs the commands of README.md and docs/ that are
 // test/docs' (internal/doccmd.Assignments) as they are written, the
@@ -36,7 +40,9 @@ const simSocket = "/tmp/sim.sock"
 //   - a block that reaches the simulator without starting one gets the
 //     simulator the page started earlier: `pleg sim` with its defaults;
 //   - pleg run finds that simulator by CONTAINER_RUNTIME_ENDPOINT, as on
-//     a node it finds the runtime's socket.
+//     a node it finds the runtime's socket;
+//   - a block that asks the chart's daemon (/run/pleg/pleg.sock) gets a
+//     pleg run, with a state directory, over that simulator.
 func TestDocCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the demos take 30 s; run without -short")
@@ -186,13 +192,16 @@ func (b *background) waitFor(t *testing.T, ctx context.Context, what string, con
 
 // runBlock runs the commands of one block in order.
 func (s *shell) runBlock(t *testing.T, ctx context.Context, block []doccmd.Command) {
-	sock := filepath.Join(t.TempDir(), "sim.sock")
-	local := func(text string) string { return strings.ReplaceAll(text, simSocket, sock) }
+	dir := t.TempDir()
+	sock, api := filepath.Join(dir, "sim.sock"), filepath.Join(dir, "pleg.sock")
+	local := func(text string) string {
+		return strings.NewReplacer(simSocket, sock, daemonSocket, api).Replace(text)
+	}
 	startSim := func(text string) {
 		sim := s.start(t, ctx, strings.TrimSuffix(strings.TrimSpace(local(text)), "&"))
 		sim.waitFor(t, ctx, "its socket", func() bool { _, err := os.Stat(sock); return err == nil })
 	}
-	simStarted := false
+	simStarted, daemonStarted := false, false
 	for _, c := range block {
 		text := local(c.Text)
 		switch {
@@ -200,9 +209,16 @@ func (s *shell) runBlock(t *testing.T, ctx context.Context, block []doccmd.Comma
 			startSim(c.Text)
 			simStarted = true
 			continue
-		case (strings.Contains(c.Text, simSocket) || strings.HasPrefix(c.Text, "pleg run ")) && !simStarted:
+		case (strings.Contains(c.Text, simSocket) || strings.HasPrefix(c.Text, "pleg run ") ||
+			strings.Contains(c.Text, daemonSocket)) && !simStarted:
 			startSim("pleg sim --socket " + simSocket)
 			simStarted = true
+		}
+		if strings.Contains(c.Text, daemonSocket) && !daemonStarted {
+			d := s.start(t, ctx, fmt.Sprintf("pleg run --runtime-endpoint unix://%s --listen unix://%s --state-dir %s",
+				sock, api, filepath.Join(dir, "state")))
+			d.waitFor(t, ctx, "its API socket", func() bool { _, err := os.Stat(api); return err == nil })
+			daemonStarted = true
 		}
 		t.Logf("%s", c)
 		if err := s.check(t, ctx, c, text, sock); err != nil {
@@ -277,6 +293,9 @@ var expectations = []struct {
 	{regexp.MustCompile(`^pleg doctor `), func(c int) bool { return c <= 2 }, regexp.MustCompile(`(?s)^pleg doctor: .*\nVerdict: `)},
 	{regexp.MustCompile(`^pleg version -r unix:///tmp/sim\.sock$`), zero, regexp.MustCompile(`(?m)^runtime: pleg-sim .* at unix://`)},
 	{regexp.MustCompile(`^pleg version -r unix:///run/nothing\.sock$`), nonZero, regexp.MustCompile(`runtime unreachable at unix:///run/nothing\.sock`)},
+	// The simulator's pods are sim/sim-N: the page's pod has no history
+	// there, and the table is its header alone.
+	{regexp.MustCompile(`^pleg history data/db-0 `), zero, regexp.MustCompile(`(?m)^TIME\s+TYPE\s+POD\s+CONTAINER\s+EXIT\s+REASON\s+SEQ$`)},
 	{regexp.MustCompile(`^crictl .* pods$`), zero, regexp.MustCompile(`(?m)^POD ID\s+CREATED\s+STATE\s+NAME\s+NAMESPACE`)},
 }
 
