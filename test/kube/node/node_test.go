@@ -504,7 +504,9 @@ func (c *cluster) runbook(t *testing.T, ctx context.Context, docs *docCommands) 
 func (c *cluster) operatorCommands(t *testing.T, ctx context.Context, docs *docCommands) {
 	// The docs' other namespace, as an operator would have created it.
 	c.run(t, ctx, "kubectl", "create", "namespace", "pleg-system")
-	t.Cleanup(func() { _, _ = c.tryRun(context.Background(), "kubectl", "delete", "namespace", "pleg-system", "--wait=false") })
+	t.Cleanup(func() {
+		_, _ = c.tryRun(context.Background(), "kubectl", "delete", "namespace", "pleg-system", "--wait=false")
+	})
 	c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "kubectl label namespace pleg-system"), nil)
 	if got := c.run(t, ctx, "kubectl", "get", "namespace", "pleg-system",
 		"-o", "jsonpath={.metadata.labels.pod-security\\.kubernetes\\.io/enforce}"); got != "privileged" {
