@@ -47,17 +47,23 @@ type Assignment struct {
 func Assignments() []Assignment {
 	re := func(s string) *regexp.Regexp { return regexp.MustCompile(`^(?:` + s + `)$`) }
 	return []Assignment{
-		{File: "*", Command: re(`go run \./cmd/pleg .*|go build \./cmd/pleg|make (demo|build)|pleg .*|curl .*|crictl .*`), By: ByDocs},
+		{File: "*", By: ByDocs,
+			Command: re(`go run \./cmd/pleg .*|go build \./cmd/pleg|make (demo|build)|pleg .*|curl .*|crictl .*`)},
 		{File: "*", Command: re(`make test`), By: BySuite, Why: "it is the suite (.ci/run)"},
 		{File: "docs/testing.md", Command: re(`go test \./sim/ -run TestCritest -v`), By: BySuite, Why: "sim's TestCritest"},
 		{File: "docs/testing.md", Command: re(`critest .*`), By: BySuite,
 			Why: "sim's TestCritest runs critest against the simulator with this registry, and checks the specs that fail"},
-		{File: "docs/*.md", Command: re(`cd test/kube && CI=true go test .*`), By: BySuite, Why: "make test runs test/kube's packages"},
+		{File: "docs/*.md", Command: re(`cd test/kube && CI=true go test .*`), By: BySuite,
+			Why: "make test runs test/kube's packages"},
 		{File: "docs/*.md", Command: re(`cd test/otel && go test \./\.\.\.`), By: BySuite, Why: "make test runs test/otel"},
 		{File: "docs/*.md", Command: re(`(cd \S+ && )?([A-Z_]+=('[^']*'|\S+) )*go test -run '\^\$' -bench .*`),
 			Why: "a benchmark, whose figures the page gives; make test runs none (speed is measured, never asserted)"},
 		{File: "*", Command: re(`helm install .*`), By: ByChart},
-		{File: "*", Command: re(`kubectl (apply|label|get|delete|describe|exec|logs|-n) .*|helm uninstall .*|ctr .*|make image IMAGE_TAG=v0\.1\.0|mkdir -p /tmp/pleg-image|cp /tmp/pleg-image/pleg .*|/root/pleg doctor .*|NODE=.*|POD=.*`), By: ByNode},
+		{File: "*", By: ByNode, Command: re(strings.Join([]string{
+			`kubectl (apply|label|get|delete|describe|exec|logs|-n) .*`, `helm uninstall .*`, `ctr .*`,
+			`make image IMAGE_TAG=v0\.1\.0`, `mkdir -p /tmp/pleg-image`, `cp /tmp/pleg-image/pleg .*`,
+			`/root/pleg doctor .*`, `NODE=.*`, `POD=.*`,
+		}, "|"))},
 		{File: "docs/runbook.md", Command: re(`kubectl debug .*`),
 			Why: "the debug pod's image (busybox) comes from a registry, which this machine cannot reach"},
 		{File: "*", Command: re(`make image|crane push .*`), By: ByImage},

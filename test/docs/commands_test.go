@@ -6,6 +6,7 @@ package docs_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -144,17 +145,18 @@ func (s *shell) buildTree(t *testing.T, ctx context.Context, c doccmd.Command) {
 type background struct {
 	cmd  *exec.Cmd
 	out  *syncBuffer
-	done chan error
+	done chan struct{} // closed when it ended, with err set
+	err  error
 }
 
 func (s *shell) start(t *testing.T, ctx context.Context, text string, extraEnv ...string) *background {
 	t.Helper()
-	b := &background{cmd: s.command(ctx, text, extraEnv...), out: &syncBuffer{}, done: make(chan error, 1)}
+	b := &background{cmd: s.command(ctx, text, extraEnv...), out: &syncBuffer{}, done: make(chan struct{})}
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	if err := b.cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", text, err)
 	}
-	go func() { b.done <- b.cmd.Wait() }()
+	go func() { b.err = b.cmd.Wait(); close(b.done) }()
 	t.Cleanup(func() { b.stop() })
 	return b
 }
@@ -177,12 +179,11 @@ func (b *background) waitFor(t *testing.T, ctx context.Context, what string, con
 	defer tick.Stop()
 	for !cond() {
 		select {
-		case err := <-b.done:
-			b.done <- err
+		case <-b.done:
 			if cond() {
 				return
 			}
-			t.Fatalf("%s ended (%v) before %s:\n%s", b.cmd.Args[2], err, what, b.out.String())
+			t.Fatalf("%s ended (%v) before %s:\n%s", b.cmd.Args[2], b.err, what, b.out.String())
 		case <-ctx.Done():
 			t.Fatalf("%s: no %s: %v\n%s", b.cmd.Args[2], what, ctx.Err(), b.out.String())
 		case <-tick.C:
@@ -245,7 +246,7 @@ func (s *shell) check(t *testing.T, ctx context.Context, c doccmd.Command, text,
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("no 200 OK: %v\n%s", err, out)
+				return fmt.Errorf("no 200 OK: %w\n%s", err, out)
 			case <-deadline.C:
 			}
 		}
@@ -258,7 +259,7 @@ func (s *shell) check(t *testing.T, ctx context.Context, c doccmd.Command, text,
 	}
 	out, err := s.command(ctx, text).CombinedOutput()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		return err
