@@ -28,6 +28,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/flightrec"
 	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
@@ -100,6 +101,9 @@ type Config struct {
 	// events (package kubereport). Its Logger, Registerer and, when the
 	// runtime tells them, Sizes are set by the daemon.
 	Kube *kubereport.Config
+	// FlightRecorder keeps the runtime's and the host's state at the
+	// onset of an incident, in StateDir.
+	FlightRecorder FlightRecorder
 }
 
 // Daemon is an assembled daemon. Create it with New, then Run it.
@@ -113,6 +117,8 @@ type Daemon struct {
 	servers  []*server // the API's, then the metrics' if any
 	kube     *kubereport.Reporter
 	build    *metrics.BuildInfo
+	// Recorder is the flight recorder, or nil when it is off.
+	Recorder *flightrec.Recorder
 }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
@@ -183,8 +189,12 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	cfg := d.cfg
 	opts := cfg.Generator
 	opts.Cache, opts.Store, opts.Registerer, opts.Logger = d.Cache, d.Journal, d.Registry, cfg.Logger
-	gen, err := pleg.New(runtime.Instrument(cfg.Runtime, ops), opts)
+	calls := flightCalls(cfg)
+	gen, err := pleg.New(runtime.Instrument(wrapForRecorder(cfg.Runtime, calls), ops), opts)
 	if err != nil {
+		return err
+	}
+	if d.Recorder, err = newFlightRecorder(cfg, calls, gen, d.Registry); err != nil {
 		return err
 	}
 	kube, err := newKubeReporter(cfg, gen, d.Registry)
@@ -214,6 +224,7 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 		Profiling:           cfg.Profiling,
 		Logger:              cfg.Logger,
 	})
+	d.API.HandleRecordings(recordings(d.Recorder))
 	return nil
 }
 
@@ -404,6 +415,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.Gen.Start()
 	stopKube := startKube(d.kube, d.cfg.Logger)
 	stopVersion := d.startVersionWatch()
+	stopRecorder := startRecorder(d.Recorder, d.cfg.Logger)
 
 	served := make(chan error, len(d.servers))
 	for _, s := range d.servers {
@@ -451,6 +463,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	stopKube()
 	stopVersion()
+	stopRecorder()
 	d.Gen.Stop()
 	if jerr := d.Journal.Close(); jerr != nil {
 		d.cfg.Logger.Error("Closing the journal", "err", jerr)

@@ -132,7 +132,7 @@ func (o *runFlags) validate() error {
 	if o.simulate {
 		errs = append(errs, o.sim.validate())
 	}
-	errs = append(errs, o.kube.validate())
+	errs = append(errs, o.kube.validate(), validateFlightRecorder(cfg.FlightRecorder))
 	return errors.Join(errs...)
 }
 
