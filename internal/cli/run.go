@@ -207,6 +207,7 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 	o.sim.register(f, "sim-")
 	// Reporting into the Kubernetes API: off unless asked.
 	o.kube.register(f)
+	registerFlightRecorder(f, &cfg.FlightRecorder)
 }
 
 // syncFlag is --state-sync: a period, "always" or "never".
