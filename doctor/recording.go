@@ -105,7 +105,7 @@ func processFindings(rec *flightrec.Recording) []Finding {
 				Action: "a stopped process answers nothing: find what stopped it (SIGSTOP from a person or a tool, a " +
 					"debugger attached, ptrace) and resume it with kill -CONT " + fmt.Sprint(p.Pid)}
 			if p.Role == "runtime" {
-				f.Title = fmt.Sprintf("%s itself is stopped (%s)", strings.TrimPrefix(who, "the runtime "), p.State)
+				f.Title = fmt.Sprintf("the runtime %s itself is stopped (%s): pid %d", p.Comm, p.State, p.Pid)
 			}
 			out = append(out, f)
 		case p.State == "D" || (p.ThreadsD > 0 && p.Role != "child"):

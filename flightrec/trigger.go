@@ -54,7 +54,7 @@ func (s *triggerState) active(o observation) []firing {
 	var out []firing
 	limit := time.Duration(float64(o.threshold) * s.fraction)
 	if !o.relistInFlightSince.IsZero() && o.now.Sub(o.relistInFlightSince) >= limit {
-		out = append(out, firing{TriggerSlowRelist, fmt.Sprintf("the relist has been in flight for %v, past %v (%g of the "+
+		out = append(out, firing{TriggerSlowRelist, fmt.Sprintf("the relist has been in flight for %v, past %v (%.2g of the "+
 			"health threshold %v)", o.now.Sub(o.relistInFlightSince).Round(time.Millisecond), limit, s.fraction, o.threshold)})
 	}
 	if o.oldest != nil && o.now.Sub(o.oldest.Start) >= limit {
