@@ -115,13 +115,19 @@ func RecordingText(out io.Writer, v *RecordingView) error {
 			w.printf("  in flight  %-20s %-16s %.3f s\n", c.Op, c.ID, c.Seconds)
 		}
 		if st := pv.Status; st != nil {
-			w.printf("  healthy %t %s; mode %s, stream connected %t; events %d, last %s\n", st.Healthy, st.HealthError,
-				st.Mode, st.StreamConnected, pv.Stream.Events, timeOrNever(pv.Stream.LastEventAt))
+			health := "healthy"
+			if !st.Healthy {
+				health = "NOT healthy: " + st.HealthError
+			}
+			w.printf("  %s; mode %s, stream connected %t; events %d, the last %s\n", health, st.Mode, st.StreamConnected,
+				pv.Stream.Events, timeOrNever(pv.Stream.LastEventAt))
 		}
 	}
 	if rt := rec.Runtime; rt != nil {
-		w.printf("\nRuntime %s %s at %s: pid %d, up %.0f s; stacks: %d bytes from %s\n", rt.Name, rt.Version, rt.Endpoint,
-			rt.Pid, rt.UptimeSeconds, len(rt.Stacks), rt.StacksSource)
+		w.printf("\nRuntime %s %s at %s: pid %d, up %.0f s\n", rt.Name, rt.Version, rt.Endpoint, rt.Pid, rt.UptimeSeconds)
+		if rt.Stacks != "" {
+			w.printf("  goroutine stacks: %d bytes from %s (-o json shows them)\n", len(rt.Stacks), rt.StacksSource)
+		}
 	}
 	if ps := rec.Processes; ps != nil {
 		w.printf("\nProcesses (the runtime found by %s)\n", ps.FoundBy)
