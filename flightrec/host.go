@@ -5,6 +5,7 @@ package flightrec
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -276,4 +277,69 @@ func readKmsg(path string, max int) ([]string, error) {
 		out = append(out, string(buf[:n]))
 	}
 	return out, nil
+}
+
+// syslog(2) actions.
+const (
+	syslogActionReadAll    = 3
+	syslogActionSizeBuffer = 10
+)
+
+// readSyslog reads the kernel's ring buffer with syslog(2), which needs
+// no device: a pod has no /dev/kmsg, and its device cgroup refuses one
+// mounted from the host. Where kernel.dmesg_restrict is 1 it needs
+// CAP_SYSLOG. Reading all of it never blocks.
+func readSyslog(max int) ([]string, error) {
+	size, err := syscall.Klogctl(syslogActionSizeBuffer, nil)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, min(size, max))
+	n, err := syscall.Klogctl(syslogActionReadAll, buf)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(string(buf[:n]), "\n"), nil
+}
+
+// parseSyslog picks from syslog(2)'s lines (<pri>[seconds.micros] message)
+// those since sinceUsec after boot that kernelLogPattern matches.
+func parseSyslog(lines []string, sinceUsec uint64) []string {
+	var out []string
+	for _, l := range lines {
+		_, rest, ok := strings.Cut(l, "[")
+		if !ok {
+			continue
+		}
+		ts, msg, ok := strings.Cut(rest, "]")
+		if !ok {
+			continue
+		}
+		secs, err := strconv.ParseFloat(strings.TrimSpace(ts), 64)
+		if err != nil || uint64(secs*1e6) < sinceUsec {
+			continue
+		}
+		msg = strings.TrimSpace(msg)
+		if kernelLogPattern.MatchString(msg) {
+			out = append(out, "["+strconv.FormatFloat(secs, 'f', 6, 64)+"] "+msg)
+			if len(out) > maxKernelLogLines {
+				out = out[1:]
+			}
+		}
+	}
+	return out
+}
+
+// kernelLog reads the kernel log's lines since sinceUsec that tell of
+// hangs: from /dev/kmsg at kmsgPath, else with syslog(2).
+func kernelLog(kmsgPath string, sinceUsec uint64, maxBytes int64) ([]string, error) {
+	records, err := readKmsg(kmsgPath, 100000)
+	if err == nil {
+		return parseKmsg(records, sinceUsec), nil
+	}
+	lines, serr := readSyslog(int(min(maxBytes, 1<<26)))
+	if serr != nil {
+		return nil, errors.Join(err, fmt.Errorf("syslog(2): %w", serr))
+	}
+	return parseSyslog(lines, sinceUsec), nil
 }

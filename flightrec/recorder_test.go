@@ -136,6 +136,32 @@ func TestKernelLogFilter(t *testing.T) {
 	}
 }
 
+func TestSyslogFilter(t *testing.T) {
+	lines := []string{"<6>[    1.000000] eth0: link up", "<3>[  200.500000] INFO: task runc:9 blocked for more than 120 seconds.",
+		"<3>[   0.100000] Out of memory: early", "garbage"}
+	got := parseSyslog(lines, 1500000)
+	if want := []string{"[200.500000] INFO: task runc:9 blocked for more than 120 seconds."}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestKernelLogWithoutKmsgFallsBackToSyslog(t *testing.T) {
+	lines, err := kernelLog(filepath.Join(t.TempDir(), "no-kmsg"), 0, 1<<20)
+	if err != nil {
+		// A kernel with dmesg_restrict and no CAP_SYSLOG refuses both:
+		// the error names both.
+		if !strings.Contains(err.Error(), "syslog(2)") {
+			t.Errorf("error %v does not tell the syslog(2) fallback", err)
+		}
+		return
+	}
+	for _, l := range lines {
+		if !kernelLogPattern.MatchString(l) {
+			t.Errorf("a line the filter does not match: %q", l)
+		}
+	}
+}
+
 func TestStoreBounds(t *testing.T) {
 	s := Store{Dir: filepath.Join(t.TempDir(), "recordings"), MaxCount: 3, MaxBytes: 1 << 20}
 	if err := s.Open(); err != nil {

@@ -155,9 +155,8 @@ func (r *Recorder) Take(ctx context.Context, trigger, reason string, timeline []
 			if !r.cfg.KernelLog {
 				return nil, partResult{skipped: "not opted in (--flight-recorder-kernel-log)"}
 			}
-			records, err := readKmsg(r.cfg.KmsgPath, 100000)
-			since := r.usecSinceBoot(onset.Add(-DefaultKernelLogLookback))
-			return parseKmsg(records, since), partResult{err: err}
+			lines, err := kernelLog(r.cfg.KmsgPath, r.usecSinceBoot(onset.Add(-DefaultKernelLogLookback)), r.cfg.MaxPartBytes)
+			return lines, partResult{err: err}
 		})
 	})
 	wg.Wait()
