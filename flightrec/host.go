@@ -105,25 +105,31 @@ func parseMeminfo(s string) map[string]int64 {
 	return out
 }
 
-// mountPoints reads the mount points of mountinfo (self/mountinfo), at
-// most maxMounts.
-func (p Proc) mountPoints() ([]string, error) {
-	b, err := readCapped(p.path("self", "mountinfo"), 4<<20)
+// mountPoints reads the mount points of pid 1's mount namespace (the
+// host's, on a host or with hostPID; the pod's own otherwise, where pid 1
+// is pleg) and the prefix under which to stat them (/proc/1/root), or,
+// without access to pid 1, pleg's own and "". At most maxMounts.
+func (p Proc) mountPoints() (mounts []string, prefix string, err error) {
+	b, err := readCapped(p.path("1", "mountinfo"), 4<<20)
+	prefix = p.path("1", "root")
 	if err != nil {
-		return nil, err
+		b, err = readCapped(p.path("self", "mountinfo"), 4<<20)
+		prefix = ""
 	}
-	var out []string
+	if err != nil {
+		return nil, "", err
+	}
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)
 		if len(f) < 5 {
 			continue
 		}
-		out = append(out, unescapeOctal(f[4]))
-		if len(out) == maxMounts {
+		mounts = append(mounts, unescapeOctal(f[4]))
+		if len(mounts) == maxMounts {
 			break
 		}
 	}
-	return out, nil
+	return mounts, prefix, nil
 }
 
 // unescapeOctal undoes mountinfo's \040-style escapes.
@@ -170,9 +176,9 @@ func newMountProber(statfs Statfs) *mountProber {
 	return &mountProber{statfs: statfs, outstanding: map[string]bool{}}
 }
 
-// probe stats each mount and returns those that did not answer by
-// deadline, and those still blocked from an earlier probe.
-func (m *mountProber) probe(mounts []string, deadline time.Duration) []string {
+// probe stats each mount, under prefix, and returns those that did not
+// answer by deadline, and those still blocked from an earlier probe.
+func (m *mountProber) probe(mounts []string, prefix string, deadline time.Duration) []string {
 	done := make(chan string, len(mounts))
 	started := 0
 	var hung []string
@@ -185,7 +191,7 @@ func (m *mountProber) probe(mounts []string, deadline time.Duration) []string {
 		m.outstanding[mp] = true
 		started++
 		go func() {
-			_ = m.statfs(mp)
+			_ = m.statfs(prefix + mp)
 			m.mu.Lock()
 			delete(m.outstanding, mp)
 			m.mu.Unlock()

@@ -103,21 +103,47 @@ func TestMountsThatDoNotAnswer(t *testing.T) {
 	}
 	defer close(release)
 	m := newMountProber(statfs)
-	mps, err := Proc{Root: p.root}.mountPoints()
+	mps, prefix, err := Proc{Root: p.root}.mountPoints()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prefix != "" {
+		t.Errorf("prefix %q without pid 1, want none", prefix)
 	}
 	if !slices.Equal(mps, []string{"/", "/mnt/nfs share"}) {
 		t.Fatalf("mount points %q", mps)
 	}
 	for range 2 {
-		if hung := m.probe(mps, 50*time.Millisecond); !slices.Equal(hung, []string{"/mnt/nfs share"}) {
+		if hung := m.probe(mps, prefix, 50*time.Millisecond); !slices.Equal(hung, []string{"/mnt/nfs share"}) {
 			t.Errorf("hung mounts %q, want the NFS share", hung)
 		}
 	}
 	n, _ := calls.Load("/mnt/nfs share")
 	if *n.(*int) != 1 {
 		t.Errorf("the hung mount was stat'ed %d times, want once while the first stat is blocked", *n.(*int))
+	}
+}
+
+func TestMountsOfPid1AreStatedThroughItsRoot(t *testing.T) {
+	p := newFakeProc(t)
+	p.process(1, 0, "systemd", "S", "/sbin/init", "", 0)
+	p.write("1/mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n40 22 0:50 / /var/lib/kubelet rw - ext4 /dev/sdb rw\n")
+	mps, prefix, err := Proc{Root: p.root}.mountPoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(mps, []string{"/", "/var/lib/kubelet"}) || prefix != filepath.Join(p.root, "1", "root") {
+		t.Fatalf("mounts %q under %q, want pid 1's under its root", mps, prefix)
+	}
+	var stated []string
+	var mu sync.Mutex
+	m := newMountProber(func(path string) error { mu.Lock(); stated = append(stated, path); mu.Unlock(); return nil })
+	if hung := m.probe(mps, prefix, time.Second); len(hung) != 0 {
+		t.Errorf("hung %q", hung)
+	}
+	slices.Sort(stated)
+	if want := []string{prefix + "/", prefix + "/var/lib/kubelet"}; !slices.Equal(stated, want) {
+		t.Errorf("stated %q, want %q", stated, want)
 	}
 }
 

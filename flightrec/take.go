@@ -140,13 +140,13 @@ func (r *Recorder) Take(ctx context.Context, trigger, reason string, timeline []
 		}
 		var m mounts
 		m, pMnt = runPart(ctx, PartMounts, timeout, now, func(context.Context) (mounts, partResult) {
-			mps, err := r.proc.mountPoints()
+			mps, prefix, err := r.proc.mountPoints()
 			if err != nil {
 				return mounts{}, partResult{err: err}
 			}
 			// The stats' deadline is within the part's, so that the
 			// mounts that did not answer are told, not lost.
-			return mounts{r.mounts.probe(mps, timeout/2), len(mps)}, partResult{}
+			return mounts{r.mounts.probe(mps, prefix, timeout/2), len(mps)}, partResult{}
 		})
 		hung, checked = m.hung, m.checked
 	})
