@@ -119,12 +119,20 @@ func (p Proc) mountPoints() (mounts []string, prefix string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
+	// A point mounted over more than once (/dev/pts, /dev/shm in a
+	// container's namespace) is stat'ed once: a stat reaches the top one.
+	seen := map[string]bool{}
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)
 		if len(f) < 5 {
 			continue
 		}
-		mounts = append(mounts, unescapeOctal(f[4]))
+		mp := unescapeOctal(f[4])
+		if seen[mp] {
+			continue
+		}
+		seen[mp] = true
+		mounts = append(mounts, mp)
 		if len(mounts) == maxMounts {
 			break
 		}

@@ -127,7 +127,8 @@ func TestMountsThatDoNotAnswer(t *testing.T) {
 func TestMountsOfPid1AreStatedThroughItsRoot(t *testing.T) {
 	p := newFakeProc(t)
 	p.process(1, 0, "systemd", "S", "/sbin/init", "", 0)
-	p.write("1/mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n40 22 0:50 / /var/lib/kubelet rw - ext4 /dev/sdb rw\n")
+	p.write("1/mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n40 22 0:50 / /var/lib/kubelet rw - ext4 /dev/sdb rw\n"+
+		"41 22 0:51 / /var/lib/kubelet rw - tmpfs tmpfs rw\n")
 	mps, prefix, err := Proc{Root: p.root}.mountPoints()
 	if err != nil {
 		t.Fatal(err)
