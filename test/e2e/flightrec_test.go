@@ -122,6 +122,9 @@ func waitRecording(t *testing.T, d *daemonProcess) *flightrec.Recording {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rec.Host != nil && len(rec.Host.HungMounts) > 0 {
+		t.Errorf("mounts reported not answering on a host where none hangs: %q", rec.Host.HungMounts)
+	}
 	t.Logf("recording %s: %d bytes, trigger %s (%s); complete %v after the trigger, taken in %v", name,
 		list.Recordings[0].Bytes, rec.Trigger, rec.Reason, rec.Finished.Sub(rec.Onset).Round(time.Millisecond),
 		rec.Finished.Sub(rec.Started).Round(time.Millisecond))
