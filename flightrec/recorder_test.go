@@ -92,10 +92,12 @@ func TestHostState(t *testing.T) {
 func TestMountsThatDoNotAnswer(t *testing.T) {
 	p := newFakeProc(t)
 	release := make(chan struct{})
-	var calls sync.Map
+	var mu sync.Mutex
+	calls := map[string]int{}
 	statfs := func(path string) error {
-		n, _ := calls.LoadOrStore(path, new(int))
-		*n.(*int)++
+		mu.Lock()
+		calls[path]++
+		mu.Unlock()
 		if path == "/mnt/nfs share" {
 			<-release
 		}
@@ -118,9 +120,10 @@ func TestMountsThatDoNotAnswer(t *testing.T) {
 			t.Errorf("hung mounts %q, want the NFS share", hung)
 		}
 	}
-	n, _ := calls.Load("/mnt/nfs share")
-	if *n.(*int) != 1 {
-		t.Errorf("the hung mount was stat'ed %d times, want once while the first stat is blocked", *n.(*int))
+	mu.Lock()
+	defer mu.Unlock()
+	if n := calls["/mnt/nfs share"]; n != 1 {
+		t.Errorf("the hung mount was stat'ed %d times, want once while the first stat is blocked", n)
 	}
 }
 
