@@ -26,6 +26,9 @@ const (
 	// percent over the last 10 s, some tasks stalled on a resource.
 	pressureWarning  = 20.0
 	pressureCritical = 60.0
+	// threadsInD is how many threads of a process, itself not in D, make
+	// a finding.
+	threadsInD = 3
 )
 
 // RecordingFindings are the findings a flight recording shows, the worst
@@ -108,11 +111,8 @@ func processFindings(rec *flightrec.Recording) []Finding {
 				f.Title = fmt.Sprintf("the runtime %s itself is stopped (%s): pid %d", p.Comm, p.State, p.Pid)
 			}
 			out = append(out, f)
-		case p.State == "D" || (p.ThreadsD > 0 && p.Role != "child"):
+		case p.State == "D":
 			title := fmt.Sprintf("%s is in uninterruptible sleep (D)", who)
-			if p.State != "D" {
-				title = fmt.Sprintf("%d threads of %s are in uninterruptible sleep (D)", p.ThreadsD, who)
-			}
 			if p.WChan != "" {
 				title += " in " + p.WChan
 			}
@@ -126,6 +126,17 @@ func processFindings(rec *flightrec.Recording) []Finding {
 			out = append(out, Finding{ID: "recording-process-d-state", Severity: sev, Title: title, Evidence: evidence,
 				Action: "a process in D waits in the kernel, most often on storage or a network file system, and no " +
 					"signal ends it: look at the mount or device its kernel stack names and at the kernel log"})
+		case p.ThreadsD >= threadsInD && p.Role != "child":
+			// One thread in D at one instant is a write under way; several
+			// are a pile-up. The wait channel is the main thread's, not
+			// theirs: left out.
+			title := fmt.Sprintf("%d threads of %s were in uninterruptible sleep (D)", p.ThreadsD, who)
+			if len(hung) > 0 {
+				title += " while mount " + strings.Join(hung, ", ") + " does not answer"
+			}
+			out = append(out, Finding{ID: "recording-process-d-state", Severity: Warning, Title: title, Evidence: evidence,
+				Action: "threads in D wait in the kernel, most often on storage: look at the disk's pressure and the " +
+					"kernel log, and at their kernel stacks (/proc/PID/task/TID/stack) while it lasts"})
 		case p.State == "Z" && p.Role != "child":
 			out = append(out, Finding{ID: "recording-process-zombie", Severity: Warning, Evidence: evidence,
 				Title:  fmt.Sprintf("%s is a zombie: it exited and its parent has not reaped it", who),

@@ -60,6 +60,12 @@ func TestRecordingFindings(t *testing.T) {
 		{"goroutines on one lock", flightrec.Recording{Runtime: &flightrec.RuntimeState{Stacks: stacks(12), StacksSource: "debug"}},
 			map[string]string{"recording-lock-contention": "12 of them at github.com/containerd/containerd/v2/internal/cri/store/container.(*Store).Get"},
 			Critical},
+		{"one thread in D of a sleeping runtime is no finding", flightrec.Recording{Processes: &flightrec.Processes{List: []flightrec.Process{
+			{Pid: 100, Role: "runtime", Comm: "crio", State: "S", WChan: "do_epoll_wait", ThreadsD: 1},
+		}}}, map[string]string{}, ""},
+		{"threads in D of a sleeping runtime", flightrec.Recording{Processes: &flightrec.Processes{List: []flightrec.Process{
+			{Pid: 100, Role: "runtime", Comm: "crio", State: "S", WChan: "do_epoll_wait", ThreadsD: 4},
+		}}}, map[string]string{"recording-process-d-state": "4 threads of the runtime crio itself (pid 100) were in uninterruptible sleep (D)"}, Warning},
 		{"a few goroutines on a lock are no finding", flightrec.Recording{Runtime: &flightrec.RuntimeState{Stacks: stacks(3)}},
 			map[string]string{}, ""},
 		{"io pressure", flightrec.Recording{Host: &flightrec.Host{Pressure: map[string]flightrec.Pressure{

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -283,4 +284,80 @@ func TestFlightRecContainerdFrozen(t *testing.T) {
 			t.Errorf("pleg doctor's findings %+v: want containerd itself stopped", v.Findings)
 		}
 	})
+}
+
+// conmonOf finds the conmon of a CRI-O container: the one whose command
+// line names it.
+func conmonOf(t *testing.T, id string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.TrimSpace(string(comm)) == "conmon" && strings.Contains(string(cmdline), id) {
+			return pid
+		}
+	}
+	t.Fatalf("no conmon of container %s found", id)
+	return 0
+}
+
+// TestFlightRecCRIOStacks freezes a container's conmon on CRI-O with
+// CRI-O's stack dump opted in: the recording names conmon stopped and
+// holds CRI-O's goroutine stacks, which it wrote on SIGUSR1.
+func TestFlightRecCRIOStacks(t *testing.T) {
+	var spec *runtimetest.Spec
+	for _, s := range matrix(t) {
+		if s.Kind == runtimetest.CRIO {
+			spec = &s
+			break
+		}
+	}
+	if spec == nil {
+		t.Skip("no CRI-O in the matrix")
+	}
+	in := privateRuntime(t, *spec)
+	before, _ := filepath.Glob("/tmp/crio-goroutine-stacks-*.log")
+	t.Cleanup(func() {
+		// CRI-O's dumps the test asked for: the recorder leaves them, as
+		// files of the runtime's.
+		after, _ := filepath.Glob("/tmp/crio-goroutine-stacks-*.log")
+		for _, f := range after {
+			if !slices.Contains(before, f) {
+				_ = os.Remove(f)
+			}
+		}
+	})
+	pod := newPod("frozen-conmon")
+	sb, err := in.RunPod(ctx(t), pod)
+	must(t, err)
+	id, err := in.RunContainer(ctx(t), sb, pod, runtimetest.ContainerSpec{Name: "app", Args: sleeping})
+	must(t, err)
+	dir := daemonDir(t)
+	d := startDaemonIn(t, in, dir, "--flight-recorder-crio-stacks", "--flight-recorder-min-interval", "1s")
+	conmon := conmonOf(t, id)
+	frozen := freeze(t, conmon)
+
+	rec := waitRecording(t, d)
+	t.Logf("conmon %d frozen: recording listed %v after SIGSTOP", conmon, time.Since(frozen).Round(time.Millisecond))
+	if p, ok := processIn(rec, conmon); !ok || p.State != "T" || p.Role != "shim" {
+		t.Errorf("the frozen conmon %d in the recording: %+v (found %t), want a shim in state T", conmon, p, ok)
+	}
+	if rec.Runtime == nil || !strings.Contains(rec.Runtime.Stacks, "goroutine ") ||
+		!strings.Contains(rec.Runtime.StacksSource, "CRI-O") {
+		t.Errorf("no goroutine stacks of CRI-O: part %+v", partOf(rec, flightrec.PartRuntimeStacks))
+	} else {
+		t.Logf("CRI-O's stacks: %d bytes, from %s", len(rec.Runtime.Stacks), rec.Runtime.StacksSource)
+	}
+	v := doctorReads(t, filepath.Join(dir, "state"), rec.Name)
+	if !findingOf(v, "recording-process-stopped", fmt.Sprintf("shim conmon (pid %d) is stopped (T)", conmon)) {
+		t.Errorf("pleg doctor's findings %+v: want conmon stopped", v.Findings)
+	}
 }
