@@ -84,6 +84,9 @@ func newFlightRecorder(cfg Config, calls *flightrec.Calls, gen *pleg.Generator, 
 	}
 	if cfg.Kube != nil {
 		rc.Condition = func() bool { return conditionOn(reg) }
+		if cfg.Kube.Client != nil && cfg.Kube.NodeName != "" {
+			rc.OnRecording = recordingEvent(cfg.Kube, cfg.Logger)
+		}
 	}
 	return flightrec.New(rc)
 }

@@ -4,14 +4,21 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -77,4 +84,38 @@ func counterValue(t *testing.T, d *Daemon, name, label string) float64 {
 		}
 	}
 	return 0
+}
+
+// With reporting on, each recording is named in an event on the node.
+func TestFlightRecordingNamedInANodeEvent(t *testing.T) {
+	rt := onePod()
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
+	d, _ := runDaemon(t, Config{Runtime: rt, Listen: "127.0.0.1:0", StateDir: t.TempDir(),
+		FlightRecorder: FlightRecorder{Enabled: true, MinInterval: time.Hour},
+		Kube:           &kubereport.Config{NodeName: "node-1", Client: cs, Spread: time.Millisecond},
+		Generator:      pleg.Options{RelistPeriod: 20 * time.Millisecond, RelistThreshold: 600 * time.Millisecond}})
+	eventually(t, "healthy", func() bool { code, _ := get(t, http.DefaultClient, "http://"+d.Addr()+"/healthz"); return code == 200 })
+	rt.SetLatency(runtime.OpListPodSandbox, time.Hour)
+	var ev eventsv1.Event
+	eventually(t, "the recording's event", func() bool {
+		list, err := cs.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Reason == ReasonFlightRecording {
+				ev = e
+				return true
+			}
+		}
+		return false
+	})
+	recs, err := d.Recorder.Store().List()
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("recordings %+v %v, want one", recs, err)
+	}
+	if !strings.Contains(ev.Note, "pleg doctor recordings "+recs[0].Name) || ev.Regarding.Name != "node-1" ||
+		ev.ReportingController != "pleg" || ev.ReportingInstance != "node-1" {
+		t.Errorf("event %+v: want it on node-1, from pleg, naming %s", ev, recs[0].Name)
+	}
 }
