@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -243,10 +244,14 @@ type treeOptions struct {
 	// still runs a runtime, sparing the search of every process's
 	// descriptors.
 	runtimePid int
+	// foundBy is how runtimePid was found.
+	foundBy string
 	// perProcess bounds the reading of each process.
 	perProcess time.Duration
 	// children adds the shims' descendants.
 	children bool
+	// cmdlines, if set, keeps the shims' command lines across looks.
+	cmdlines *cmdlineCache
 }
 
 // Tree finds the runtime's process (the owner of the socket, else by
@@ -268,7 +273,7 @@ func (p Proc) tree(o treeOptions) (*Processes, error) {
 	out := &Processes{}
 	runtimePid := 0
 	if st, ok := stats[o.runtimePid]; ok && slices.Contains(runtimeNames, st.comm) {
-		runtimePid, out.FoundBy = o.runtimePid, "socket"
+		runtimePid, out.FoundBy = o.runtimePid, o.foundBy
 	}
 	if runtimePid == 0 && o.socket != "" {
 		if ino := p.socketInode(o.socket); ino != 0 {
@@ -300,7 +305,7 @@ func (p Proc) tree(o treeOptions) (*Processes, error) {
 	for _, pid := range pids {
 		if isShim(stats[pid].comm) {
 			shims = append(shims, pid)
-			if o.socket != "" && strings.Contains(p.cmdlineWithin(pid, o.perProcess), o.socket) {
+			if o.socket != "" && strings.Contains(o.cmdlines.get(p, pid, stats[pid].startTick, o.perProcess), o.socket) {
 				named = append(named, pid)
 			}
 		}
@@ -337,9 +342,61 @@ func (p Proc) tree(o treeOptions) (*Processes, error) {
 	return out, nil
 }
 
-// cmdlineWithin reads the command line within d, or returns "".
-func (p Proc) cmdlineWithin(pid int, d time.Duration) string {
-	s, _, _ := within(d, func() (string, error) { return p.cmdline(pid), nil })
+// cmdlineCache keeps the command lines of processes, which do not
+// change, by pid and start time. Reading one takes the process's memory
+// map lock, which a process stuck in the kernel may hold: a read that
+// does not answer within its deadline is abandoned, and not tried again
+// while it has not returned, so that looks every few seconds do not pile
+// blocked goroutines onto one process.
+type cmdlineCache struct {
+	mu          sync.Mutex
+	known       map[cmdlineKey]string
+	outstanding map[cmdlineKey]bool
+}
+
+type cmdlineKey struct {
+	pid   int
+	start uint64
+}
+
+func newCmdlineCache() *cmdlineCache {
+	return &cmdlineCache{known: map[cmdlineKey]string{}, outstanding: map[cmdlineKey]bool{}}
+}
+
+// get returns the command line of pid, started at start, reading it
+// within d if it is not known; "" if it cannot be had now. A nil cache
+// reads every time.
+func (c *cmdlineCache) get(p Proc, pid int, start uint64, d time.Duration) string {
+	if c == nil {
+		s, _, _ := within(d, func() (string, error) { return p.cmdline(pid), nil })
+		return s
+	}
+	k := cmdlineKey{pid, start}
+	c.mu.Lock()
+	if s, ok := c.known[k]; ok {
+		c.mu.Unlock()
+		return s
+	}
+	if c.outstanding[k] {
+		c.mu.Unlock()
+		return ""
+	}
+	c.outstanding[k] = true
+	if len(c.known) > 4*maxProcesses {
+		clear(c.known) // processes gone; those still there are read again
+	}
+	c.mu.Unlock()
+	s, _, timedOut := within(d, func() (string, error) {
+		s := p.cmdline(pid)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.outstanding, k)
+		c.known[k] = s
+		return s, nil
+	})
+	if timedOut {
+		return ""
+	}
 	return s
 }
 

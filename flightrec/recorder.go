@@ -159,6 +159,8 @@ type Recorder struct {
 	proc   Proc
 	socket string
 	mounts *mountProber
+	// cmdlines keeps the shims' command lines across looks.
+	cmdlines *cmdlineCache
 
 	taken   *prometheus.CounterVec
 	dropped *prometheus.CounterVec
@@ -166,6 +168,7 @@ type Recorder struct {
 	mu         sync.Mutex
 	state      triggerState
 	runtimePid int
+	foundBy    string
 	// suspects are the processes in D or T at the last look: stuck
 	// when still so at the next.
 	suspects  map[int]string
@@ -193,6 +196,7 @@ func New(cfg Config) (*Recorder, error) {
 		proc:     Proc{Root: cfg.Proc},
 		socket:   socketPath(cfg.Endpoint),
 		mounts:   newMountProber(cfg.Statfs),
+		cmdlines: newCmdlineCache(),
 		suspects: map[int]string{},
 		state:    triggerState{fraction: cfg.Fraction, silentGrace: cfg.SilentGrace, floor: cfg.MinInterval},
 		taken: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -304,9 +308,10 @@ func (r *Recorder) lookStuck(now time.Time) []Process {
 		return r.stuck
 	}
 	r.lastStuck = now
-	hint := r.runtimePid
+	hint, foundBy := r.runtimePid, r.foundBy
 	r.mu.Unlock()
-	procs, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, perProcess: 200 * time.Millisecond})
+	procs, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, foundBy: foundBy, perProcess: 200 * time.Millisecond,
+		cmdlines: r.cmdlines})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -316,7 +321,7 @@ func (r *Recorder) lookStuck(now time.Time) []Process {
 	var stuck []Process
 	for _, p := range procs.List {
 		if p.Role == "runtime" {
-			r.runtimePid = p.Pid
+			r.runtimePid, r.foundBy = p.Pid, procs.FoundBy
 		}
 		if p.State == "D" || p.State == "T" || p.State == "t" {
 			next[p.Pid] = p.State

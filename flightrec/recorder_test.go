@@ -348,3 +348,19 @@ func TestHangingProbesAreCutAndTheRestKept(t *testing.T) {
 		t.Errorf("read back %+v", back)
 	}
 }
+
+func TestCmdlineCache(t *testing.T) {
+	p := newFakeProc(t)
+	p.process(200, 1, "containerd-shim", "S", shimCmdline, "", 0)
+	c := newCmdlineCache()
+	if got := c.get(Proc{Root: p.root}, 200, 6000, time.Second); !strings.Contains(got, "-address") {
+		t.Fatalf("cmdline %q", got)
+	}
+	p.write("200/cmdline", "changed")
+	if got := c.get(Proc{Root: p.root}, 200, 6000, time.Second); !strings.Contains(got, "-address") {
+		t.Errorf("the same process read again: %q", got)
+	}
+	if got := c.get(Proc{Root: p.root}, 200, 7000, time.Second); got != "changed" {
+		t.Errorf("a new process of the same pid: %q", got)
+	}
+}

@@ -119,9 +119,11 @@ func (r *Recorder) Take(ctx context.Context, trigger, reason string, timeline []
 	wg.Go(func() {
 		procs, pProc = runPart(ctx, PartProcesses, timeout, now, func(context.Context) (*Processes, partResult) {
 			r.mu.Lock()
-			hint := r.runtimePid
+			hint, foundBy := r.runtimePid, r.foundBy
 			r.mu.Unlock()
-			p, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, perProcess: timeout / 4, children: true})
+			p, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, foundBy: foundBy, perProcess: timeout / 4,
+				children: true,
+				cmdlines: r.cmdlines})
 			return p, partResult{err: err}
 		})
 	})
