@@ -245,14 +245,16 @@ func hostFindings(rec *flightrec.Recording) []Finding {
 	}
 	for _, m := range h.HungMounts {
 		out = append(out, Finding{ID: "recording-hung-mount", Severity: Critical,
-			Title:    fmt.Sprintf("mount %s does not answer a stat", m),
-			Evidence: []string{fmt.Sprintf("statfs(%s) had not returned by its deadline; %d mounts checked", m, h.MountsChecked)},
+			Title: fmt.Sprintf("mount %s does not answer a stat", m),
+			Evidence: []string{fmt.Sprintf("statfs(%s) had not returned by its deadline; %d mounts checked", m,
+				h.MountsChecked)},
 			Action: "a mount that does not answer (a network file system whose server is gone, a dying disk) puts " +
 				"every process touching it, the runtime's included, in D state: fix or force-unmount it"})
 	}
 	if len(h.KernelLog) > 0 {
 		out = append(out, Finding{ID: "recording-kernel-log", Severity: Warning,
-			Title:    fmt.Sprintf("the kernel logged %d lines of hung tasks, OOM kills or I/O errors around the onset", len(h.KernelLog)),
+			Title: fmt.Sprintf("the kernel logged %d lines of hung tasks, OOM kills or I/O errors around the onset",
+				len(h.KernelLog)),
 			Evidence: h.KernelLog[:min(len(h.KernelLog), 8)],
 			Action:   "read the whole kernel log around the onset (dmesg -T)"})
 	}
@@ -293,13 +295,15 @@ func partFindings(rec *flightrec.Recording) []Finding {
 			continue
 		}
 		f := Finding{ID: "recording-probe-timed-out", Severity: Info,
-			Title:    fmt.Sprintf("the probe %s did not answer within its deadline", p.Name),
-			Evidence: []string{fmt.Sprintf("started %s, abandoned %s", p.Started.UTC().Format(time.RFC3339Nano), p.Finished.UTC().Format(time.RFC3339Nano))},
-			Action:   "what it would have read is missing from the recording"}
+			Title: fmt.Sprintf("the probe %s did not answer within its deadline", p.Name),
+			Evidence: []string{fmt.Sprintf("started %s, abandoned %s", p.Started.UTC().Format(time.RFC3339Nano),
+				p.Finished.UTC().Format(time.RFC3339Nano))},
+			Action: "what it would have read is missing from the recording"}
 		switch p.Name {
 		case flightrec.PartRuntimeStacks:
 			f.Severity = Warning
-			f.Title = "the runtime's debug socket did not answer within the probe's deadline: the runtime itself is stuck or stopped"
+			f.Title = "the runtime's debug socket did not answer within the probe's deadline: " +
+				"the runtime itself is stuck or stopped"
 		case flightrec.PartVersion:
 			f.Severity = Warning
 			f.Title = "the runtime did not answer CRI Version within the probe's deadline"

@@ -171,7 +171,9 @@ type tracked struct {
 	c  *Calls
 }
 
-func (t *tracked) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+func (t *tracked) ListPodSandbox(
+	ctx context.Context, f *runtimeapi.PodSandboxFilter,
+) ([]*runtimeapi.PodSandbox, error) {
 	n := t.c.start(runtime.OpListPodSandbox, "")
 	items, err := t.rt.ListPodSandbox(ctx, f)
 	t.c.end(n, err)

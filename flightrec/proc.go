@@ -271,25 +271,7 @@ func (p Proc) tree(o treeOptions) (*Processes, error) {
 		}
 	}
 	out := &Processes{}
-	runtimePid := 0
-	if st, ok := stats[o.runtimePid]; ok && slices.Contains(runtimeNames, st.comm) {
-		runtimePid, out.FoundBy = o.runtimePid, o.foundBy
-	}
-	if runtimePid == 0 && o.socket != "" {
-		if ino := p.socketInode(o.socket); ino != 0 {
-			if runtimePid = p.socketOwner(pids, ino); runtimePid != 0 {
-				out.FoundBy = "socket"
-			}
-		}
-	}
-	if runtimePid == 0 {
-		for _, pid := range pids {
-			if slices.Contains(runtimeNames, stats[pid].comm) {
-				runtimePid, out.FoundBy = pid, "name"
-				break
-			}
-		}
-	}
+	runtimePid := p.findRuntime(o, pids, stats, out)
 	roles := map[int]string{}
 	var order []int
 	add := func(pid int, role string) {
@@ -301,19 +283,7 @@ func (p Proc) tree(o treeOptions) (*Processes, error) {
 	if runtimePid != 0 {
 		add(runtimePid, "runtime")
 	}
-	var shims, named []int
-	for _, pid := range pids {
-		if isShim(stats[pid].comm) {
-			shims = append(shims, pid)
-			if o.socket != "" && strings.Contains(o.cmdlines.get(p, pid, stats[pid].startTick, o.perProcess), o.socket) {
-				named = append(named, pid)
-			}
-		}
-	}
-	if len(named) > 0 {
-		shims = named
-	}
-	for _, pid := range shims {
+	for _, pid := range p.findShims(o, pids, stats) {
 		add(pid, "shim")
 	}
 	if o.children {
@@ -340,6 +310,49 @@ func (p Proc) tree(o treeOptions) (*Processes, error) {
 		}
 	}
 	return out, nil
+}
+
+// findRuntime finds the runtime's process: the one found before if it
+// still runs a runtime, else the owner of the socket, else the first by
+// name; 0 if none. It tells out how.
+func (p Proc) findRuntime(o treeOptions, pids []int, stats map[int]stat, out *Processes) int {
+	if st, ok := stats[o.runtimePid]; ok && slices.Contains(runtimeNames, st.comm) {
+		out.FoundBy = o.foundBy
+		return o.runtimePid
+	}
+	if o.socket != "" {
+		if ino := p.socketInode(o.socket); ino != 0 {
+			if pid := p.socketOwner(pids, ino); pid != 0 {
+				out.FoundBy = "socket"
+				return pid
+			}
+		}
+	}
+	for _, pid := range pids {
+		if slices.Contains(runtimeNames, stats[pid].comm) {
+			out.FoundBy = "name"
+			return pid
+		}
+	}
+	return 0
+}
+
+// findShims finds the runtime's shims: those whose command line names
+// the socket, or every shim when none does (conmon's do not).
+func (p Proc) findShims(o treeOptions, pids []int, stats map[int]stat) []int {
+	var shims, named []int
+	for _, pid := range pids {
+		if isShim(stats[pid].comm) {
+			shims = append(shims, pid)
+			if o.socket != "" && strings.Contains(o.cmdlines.get(p, pid, stats[pid].startTick, o.perProcess), o.socket) {
+				named = append(named, pid)
+			}
+		}
+	}
+	if len(named) > 0 {
+		return named
+	}
+	return shims
 }
 
 // cmdlineCache keeps the command lines of processes, which do not

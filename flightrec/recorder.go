@@ -310,8 +310,8 @@ func (r *Recorder) lookStuck(now time.Time) []Process {
 	r.lastStuck = now
 	hint, foundBy := r.runtimePid, r.foundBy
 	r.mu.Unlock()
-	procs, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, foundBy: foundBy, perProcess: 200 * time.Millisecond,
-		cmdlines: r.cmdlines})
+	procs, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, foundBy: foundBy,
+		perProcess: 200 * time.Millisecond, cmdlines: r.cmdlines})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {

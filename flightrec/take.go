@@ -6,6 +6,7 @@ package flightrec
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -77,71 +78,70 @@ func runPart[T any](ctx context.Context, name string, timeout time.Duration, now
 func (r *Recorder) Take(ctx context.Context, trigger, reason string, timeline []TimelineEntry) (*Recording, error) {
 	r.recording.Lock()
 	defer r.recording.Unlock()
-	now := r.cfg.Now
-	onset := now()
+	onset := r.cfg.Now()
 	if len(timeline) > 0 {
 		onset = timeline[0].At
 	}
 	rec := &Recording{
 		Version: FormatVersion, Name: recordingName(onset, trigger), Trigger: trigger, Reason: reason,
-		Onset: onset, Started: now(), Timeline: timeline,
+		Onset: onset, Started: r.cfg.Now(), Timeline: timeline,
 	}
-	timeout := r.cfg.PartTimeout
+	r.assemble(rec, r.probe(ctx, onset))
+	rec.Finished = r.cfg.Now()
+	return rec, r.write(rec)
+}
+
+// probed is what the parts found, each with how it went.
+type probed struct {
+	view                                        *PlegView
+	version, stacks                             *RuntimeState
+	procs                                       *Processes
+	host                                        *Host
+	hung                                        []string
+	checked                                     int
+	klog                                        []string
+	pPleg, pVer, pProc, pStk, pHost, pMnt, pLog Part
+}
+
+// mounts is what the mounts part found.
+type mounts struct {
+	hung    []string
+	checked int
+}
+
+// probe runs every part at once, each in a goroutine of its own under
+// its deadline, and returns when each has ended or been abandoned.
+func (r *Recorder) probe(ctx context.Context, onset time.Time) *probed {
+	now, timeout := r.cfg.Now, r.cfg.PartTimeout
 	var (
-		wg                                          sync.WaitGroup
-		view                                        *PlegView
-		version                                     *RuntimeState
-		procs                                       *Processes
-		stacks                                      *RuntimeState
-		host                                        *Host
-		hung                                        []string
-		checked                                     int
-		klog                                        []string
-		pPleg, pVer, pProc, pStk, pHost, pMnt, pLog Part
+		wg sync.WaitGroup
+		p  probed
 	)
 	wg.Go(func() {
-		view, pPleg = runPart(ctx, PartPleg, timeout, now, func(context.Context) (*PlegView, partResult) {
+		p.view, p.pPleg = runPart(ctx, PartPleg, timeout, now, func(context.Context) (*PlegView, partResult) {
 			return r.plegView(), partResult{}
 		})
 	})
+	wg.Go(func() { p.version, p.pVer = runPart(ctx, PartVersion, timeout, now, r.runtimeVersion) })
 	wg.Go(func() {
-		version, pVer = runPart(ctx, PartVersion, timeout, now, func(ctx context.Context) (*RuntimeState, partResult) {
-			if r.cfg.Runtime == nil {
-				return nil, partResult{skipped: "the runtime does not tell its version"}
-			}
-			v, err := r.cfg.Runtime.Version(ctx)
-			if err != nil {
-				return nil, partResult{err: err}
-			}
-			return &RuntimeState{Name: v.GetRuntimeName(), Version: v.GetRuntimeVersion()}, partResult{}
-		})
-	})
-	wg.Go(func() {
-		procs, pProc = runPart(ctx, PartProcesses, timeout, now, func(context.Context) (*Processes, partResult) {
+		p.procs, p.pProc = runPart(ctx, PartProcesses, timeout, now, func(context.Context) (*Processes, partResult) {
 			r.mu.Lock()
 			hint, foundBy := r.runtimePid, r.foundBy
 			r.mu.Unlock()
-			p, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, foundBy: foundBy, perProcess: timeout / 4,
-				children: true,
-				cmdlines: r.cmdlines})
-			return p, partResult{err: err}
+			procs, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, foundBy: foundBy,
+				perProcess: timeout / 4, children: true, cmdlines: r.cmdlines})
+			return procs, partResult{err: err}
 		})
 	})
+	wg.Go(func() { p.stacks, p.pStk = runPart(ctx, PartRuntimeStacks, timeout, now, r.runtimeStacks) })
 	wg.Go(func() {
-		stacks, pStk = runPart(ctx, PartRuntimeStacks, timeout, now, r.runtimeStacks)
-	})
-	wg.Go(func() {
-		host, pHost = runPart(ctx, PartHost, timeout, now, func(context.Context) (*Host, partResult) {
+		p.host, p.pHost = runPart(ctx, PartHost, timeout, now, func(context.Context) (*Host, partResult) {
 			return r.proc.hostState(), partResult{}
 		})
 	})
 	wg.Go(func() {
-		type mounts struct {
-			hung    []string
-			checked int
-		}
 		var m mounts
-		m, pMnt = runPart(ctx, PartMounts, timeout, now, func(context.Context) (mounts, partResult) {
+		m, p.pMnt = runPart(ctx, PartMounts, timeout, now, func(context.Context) (mounts, partResult) {
 			mps, prefix, err := r.proc.mountPoints()
 			if err != nil {
 				return mounts{}, partResult{err: err}
@@ -150,10 +150,10 @@ func (r *Recorder) Take(ctx context.Context, trigger, reason string, timeline []
 			// mounts that did not answer are told, not lost.
 			return mounts{r.mounts.probe(mps, prefix, timeout/2), len(mps)}, partResult{}
 		})
-		hung, checked = m.hung, m.checked
+		p.hung, p.checked = m.hung, m.checked
 	})
 	wg.Go(func() {
-		klog, pLog = runPart(ctx, PartKernelLog, timeout, now, func(context.Context) ([]string, partResult) {
+		p.klog, p.pLog = runPart(ctx, PartKernelLog, timeout, now, func(context.Context) ([]string, partResult) {
 			if !r.cfg.KernelLog {
 				return nil, partResult{skipped: "not opted in (--flight-recorder-kernel-log)"}
 			}
@@ -162,59 +162,81 @@ func (r *Recorder) Take(ctx context.Context, trigger, reason string, timeline []
 		})
 	})
 	wg.Wait()
+	return &p
+}
 
-	rec.Parts = []Part{pPleg, pVer, pProc, pStk, pHost, pMnt, pLog}
-	rec.Pleg, rec.Processes = view, procs
+// runtimeVersion asks the runtime its name and version.
+func (r *Recorder) runtimeVersion(ctx context.Context) (*RuntimeState, partResult) {
+	if r.cfg.Runtime == nil {
+		return nil, partResult{skipped: "the runtime does not tell its version"}
+	}
+	v, err := r.cfg.Runtime.Version(ctx)
+	if err != nil {
+		return nil, partResult{err: err}
+	}
+	return &RuntimeState{Name: v.GetRuntimeName(), Version: v.GetRuntimeVersion()}, partResult{}
+}
+
+// assemble puts what the parts found into rec, with each part's start
+// and end on the timeline.
+func (r *Recorder) assemble(rec *Recording, p *probed) {
+	rec.Parts = []Part{p.pPleg, p.pVer, p.pProc, p.pStk, p.pHost, p.pMnt, p.pLog}
+	rec.Pleg, rec.Processes = p.view, p.procs
 	rt := &RuntimeState{Endpoint: r.cfg.Endpoint}
-	if version != nil {
-		rt.Name, rt.Version = version.Name, version.Version
+	if p.version != nil {
+		rt.Name, rt.Version = p.version.Name, p.version.Version
 	}
-	if stacks != nil {
-		rt.Stacks, rt.StacksSource = stacks.Stacks, stacks.StacksSource
+	if p.stacks != nil {
+		rt.Stacks, rt.StacksSource = p.stacks.Stacks, p.stacks.StacksSource
 	}
-	if procs != nil {
-		for _, p := range procs.List {
-			if p.Role == "runtime" {
-				rt.Pid = p.Pid
-				if st, err := r.proc.readStat(p.Pid); err == nil {
-					if boot, err := r.proc.bootTime(); err == nil {
-						rt.StartedAt = boot.Add(time.Duration(st.startTick) * time.Second / userHZ)
-						rt.UptimeSeconds = rec.Started.Sub(rt.StartedAt).Seconds()
-					}
-				}
+	if p.procs != nil {
+		for _, pr := range p.procs.List {
+			if pr.Role != "runtime" {
+				continue
+			}
+			rt.Pid = pr.Pid
+			st, err := r.proc.readStat(pr.Pid)
+			boot, berr := r.proc.bootTime()
+			if err == nil && berr == nil {
+				rt.StartedAt = boot.Add(time.Duration(st.startTick) * time.Second / userHZ)
+				rt.UptimeSeconds = rec.Started.Sub(rt.StartedAt).Seconds()
 			}
 		}
 	}
 	rec.Runtime = rt
+	host := p.host
 	if host == nil {
 		host = &Host{} // the part timed out: the mounts and the kernel log are still worth keeping
 	}
-	host.HungMounts, host.MountsChecked, host.KernelLog = hung, checked, klog
+	host.HungMounts, host.MountsChecked, host.KernelLog = p.hung, p.checked, p.klog
 	rec.Host = host
-	for _, p := range rec.Parts {
+	for _, part := range rec.Parts {
 		rec.Timeline = append(rec.Timeline,
-			TimelineEntry{At: p.Started, Kind: "part-start", What: p.Name},
-			TimelineEntry{At: p.Finished, Kind: "part-end", What: p.Name, Detail: partOutcome(p)})
+			TimelineEntry{At: part.Started, Kind: "part-start", What: part.Name},
+			TimelineEntry{At: part.Finished, Kind: "part-end", What: part.Name, Detail: partOutcome(part)})
 	}
 	slices.SortStableFunc(rec.Timeline, func(a, b TimelineEntry) int { return a.At.Compare(b.At) })
-	rec.Finished = now()
+}
 
+// write writes rec, drops the oldest past the bounds, counts, logs and
+// tells OnRecording.
+func (r *Recorder) write(rec *Recording) error {
 	dropped, err := r.store.Write(rec)
 	if err != nil {
 		r.dropped.WithLabelValues("error").Inc()
 		r.cfg.Logger.Error("The flight recorder could not write its recording", "name", rec.Name, "err", err)
-		return rec, err
+		return err
 	}
-	r.taken.WithLabelValues(trigger).Inc()
+	r.taken.WithLabelValues(rec.Trigger).Inc()
 	r.dropped.WithLabelValues("bounds").Add(float64(len(dropped)))
-	path := r.store.Dir + "/" + rec.Name + ext
+	path := filepath.Join(r.store.Dir, rec.Name+ext)
 	r.cfg.Logger.Warn("Flight recording taken: read it with `pleg doctor recordings "+rec.Name+"`",
-		"recording", rec.Name, "trigger", trigger, "reason", reason, "path", path,
+		"recording", rec.Name, "trigger", rec.Trigger, "reason", rec.Reason, "path", path,
 		"took", rec.Finished.Sub(rec.Started).Round(time.Millisecond))
 	if r.cfg.OnRecording != nil {
 		r.cfg.OnRecording(rec, path)
 	}
-	return rec, nil
+	return nil
 }
 
 // partOutcome is a word on how a part ended, for the timeline.

@@ -109,6 +109,13 @@ func RecordingText(out io.Writer, v *RecordingView) error {
 	for _, p := range rec.Parts {
 		w.printf("  %-16s %8s  %s\n", p.Name, p.Finished.Sub(p.Started).Round(time.Millisecond).String(), partWord(p))
 	}
+	writeRecordingDetails(w, rec)
+	return w.err
+}
+
+// writeRecordingDetails writes what each part found: pleg's view, the
+// runtime, its processes, the host.
+func writeRecordingDetails(w *errWriter, rec *flightrec.Recording) {
 	if pv := rec.Pleg; pv != nil {
 		w.printf("\npleg\n")
 		for _, c := range pv.InFlight {
@@ -156,7 +163,6 @@ func RecordingText(out io.Writer, v *RecordingView) error {
 			w.printf("  kernel: %s\n", l)
 		}
 	}
-	return w.err
 }
 
 func partWord(p flightrec.Part) string {
