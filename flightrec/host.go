@@ -266,15 +266,15 @@ func parseKmsg(records []string, sinceUsec uint64) []string {
 
 // readKmsg reads the kernel log's records from path without blocking:
 // /dev/kmsg opened non-blocking returns EAGAIN at its end.
-func readKmsg(path string, max int) ([]string, error) {
+func readKmsg(path string, limit int) ([]string, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer syscall.Close(fd)
+	defer func() { _ = syscall.Close(fd) }() // read only: nothing to lose
 	var out []string
 	buf := make([]byte, 8192)
-	for len(out) < max {
+	for len(out) < limit {
 		n, err := syscall.Read(fd, buf)
 		if err == syscall.EAGAIN {
 			break
@@ -303,12 +303,12 @@ const (
 // no device: a pod has no /dev/kmsg, and its device cgroup refuses one
 // mounted from the host. Where kernel.dmesg_restrict is 1 it needs
 // CAP_SYSLOG. Reading all of it never blocks.
-func readSyslog(max int) ([]string, error) {
+func readSyslog(limit int) ([]string, error) {
 	size, err := syscall.Klogctl(syslogActionSizeBuffer, nil)
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, min(size, max))
+	buf := make([]byte, min(size, limit))
 	n, err := syscall.Klogctl(syslogActionReadAll, buf)
 	if err != nil {
 		return nil, err

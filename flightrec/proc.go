@@ -38,13 +38,13 @@ func (p Proc) path(elem ...string) string { return filepath.Join(append([]string
 
 // readCapped reads at most max bytes of a file; /proc files have no size
 // to trust.
-func readCapped(path string, max int64) ([]byte, error) {
+func readCapped(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, max))
+	defer func() { _ = f.Close() }() // read only: nothing to lose
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // stat is what /proc/PID/stat tells.

@@ -259,7 +259,7 @@ func (r *Recorder) Run(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r.Take(ctx, trig.kind, trig.reason, timeline)
+				_, _ = r.Take(ctx, trig.kind, trig.reason, timeline) // logged and counted by Take
 			}()
 		}
 	}

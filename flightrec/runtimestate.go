@@ -21,8 +21,8 @@ import (
 
 // containerdStacks fetches containerd's goroutine stacks from its debug
 // socket ([debug] address in its configuration), which serves Go's
-// profiles over HTTP; at most max bytes, truncated telling it was cut.
-func containerdStacks(ctx context.Context, socket string, max int64) (stacks string, truncated bool, err error) {
+// profiles over HTTP; at most limit bytes, truncated telling it was cut.
+func containerdStacks(ctx context.Context, socket string, limit int64) (stacks string, truncated bool, err error) {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
@@ -42,9 +42,9 @@ func containerdStacks(ctx context.Context, socket string, max int64) (stacks str
 	if resp.StatusCode != http.StatusOK {
 		return "", false, fmt.Errorf("%s: %s", socket, resp.Status)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-	if int64(len(b)) > max {
-		return string(b[:max]), true, err
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if int64(len(b)) > limit {
+		return string(b[:limit]), true, err
 	}
 	return string(b), false, err
 }
@@ -58,7 +58,7 @@ const crioStackDumpDir = "/tmp"
 // reads the dump it writes, waiting for a new one until ctx ends. The
 // signal interrupts nothing in CRI-O but it is a signal to the runtime,
 // so it is opt-in.
-func crioStacks(ctx context.Context, proc Proc, pid int, max int64) (string, bool, error) {
+func crioStacks(ctx context.Context, proc Proc, pid int, limit int64) (string, bool, error) {
 	if pid == 0 {
 		return "", false, errors.New("CRI-O's process was not found")
 	}
@@ -74,9 +74,9 @@ func crioStacks(ctx context.Context, proc Proc, pid int, max int64) (string, boo
 			if !slices.Contains(before, d) {
 				// The dump is written at once; a read may catch it
 				// half-written, which is still worth keeping.
-				b, err := readCapped(filepath.Join(dir, d), max+1)
-				if int64(len(b)) > max {
-					return string(b[:max]), true, err
+				b, err := readCapped(filepath.Join(dir, d), limit+1)
+				if int64(len(b)) > limit {
+					return string(b[:limit]), true, err
 				}
 				return string(b), false, err
 			}

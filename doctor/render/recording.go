@@ -65,9 +65,9 @@ func RecordingList(out io.Writer, entries []flightrec.Entry) error {
 		return w.err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTRIGGER\tTIME\tSIZE")
+	_, _ = fmt.Fprintln(tw, "NAME\tTRIGGER\tTIME\tSIZE") // tw keeps no error: Flush tells
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d KiB\n", termsafe.String(e.Name), termsafe.String(e.Trigger),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%d KiB\n", termsafe.String(e.Name), termsafe.String(e.Trigger),
 			e.Time.UTC().Format(time.RFC3339), (e.Bytes+1023)>>10)
 	}
 	if err := tw.Flush(); err != nil {
@@ -139,9 +139,9 @@ func writeRecordingDetails(w *errWriter, rec *flightrec.Recording) {
 	if ps := rec.Processes; ps != nil {
 		w.printf("\nProcesses (the runtime found by %s)\n", ps.FoundBy)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  PID\tPPID\tROLE\tCOMM\tSTATE\tWCHAN\tCPU\tRSS")
+		_, _ = fmt.Fprintln(tw, "  PID\tPPID\tROLE\tCOMM\tSTATE\tWCHAN\tCPU\tRSS")
 		for _, p := range ps.List {
-			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%.2fs\t%d MiB\n", p.Pid, p.PPid, p.Role, termsafe.String(p.Comm),
+			_, _ = fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%.2fs\t%d MiB\n", p.Pid, p.PPid, p.Role, termsafe.String(p.Comm),
 				p.State, termsafe.String(p.WChan), p.CPUSeconds, p.RSSBytes>>20)
 		}
 		_ = tw.Flush()

@@ -165,7 +165,7 @@ func addLatestRecording(r *doctor.Report, stateDir string, errOut io.Writer) {
 	list, err := s.List()
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(errOut, "pleg doctor: the flight recordings were not read: %v\n", err)
+			_, _ = fmt.Fprintf(errOut, "pleg doctor: the flight recordings were not read: %v\n", err)
 		}
 		return
 	}
@@ -174,7 +174,7 @@ func addLatestRecording(r *doctor.Report, stateDir string, errOut io.Writer) {
 	}
 	rec, err := s.Read(list[len(list)-1].Name)
 	if err != nil {
-		fmt.Fprintf(errOut, "pleg doctor: the newest flight recording was not read: %v\n", err)
+		_, _ = fmt.Fprintf(errOut, "pleg doctor: the newest flight recording was not read: %v\n", err)
 		return
 	}
 	doctor.AddRecording(r, rec, time.Now())
