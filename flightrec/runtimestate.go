@@ -69,16 +69,31 @@ func crioStacks(ctx context.Context, proc Proc, pid int, limit int64) (string, b
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	// CRI-O creates the file, then writes it: it is read once its size
+	// has held, above zero, over one tick.
+	var (
+		dump string
+		size int64 = -1
+	)
 	for {
-		for _, d := range crioDumps(dir) {
-			if !slices.Contains(before, d) {
-				// The dump is written at once; a read may catch it
-				// half-written, which is still worth keeping.
-				b, err := readCapped(filepath.Join(dir, d), limit+1)
+		if dump == "" {
+			for _, d := range crioDumps(dir) {
+				if !slices.Contains(before, d) {
+					dump = d
+				}
+			}
+		}
+		if dump != "" {
+			fi, err := os.Stat(filepath.Join(dir, dump))
+			if err == nil && fi.Size() > 0 && fi.Size() == size {
+				b, err := readCapped(filepath.Join(dir, dump), limit+1)
 				if int64(len(b)) > limit {
 					return string(b[:limit]), true, err
 				}
 				return string(b), false, err
+			}
+			if err == nil {
+				size = fi.Size()
 			}
 		}
 		select {
