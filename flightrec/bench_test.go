@@ -4,6 +4,7 @@
 package flightrec
 
 import (
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func BenchmarkTake(b *testing.B) {
 		Dir: filepath.Join(b.TempDir(), "recordings"), MaxCount: 1, Calls: calls,
 		Source:   &fakeSource{st: pleg.Status{RelistThreshold: 3 * time.Minute}},
 		Endpoint: "unix:///run/containerd/containerd.sock",
+		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		b.Fatal(err)
