@@ -7,6 +7,7 @@ import (
 	"context"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -166,6 +167,29 @@ func (c *Calls) Wrap(rt runtime.Runtime) runtime.Runtime {
 	return t
 }
 
+// listOf names what a list asks for: "" for the whole node, pod=UID for
+// one pod's (the generator's relist of one pod), else the selector.
+func listOf(selector map[string]string) string {
+	if len(selector) == 0 {
+		return ""
+	}
+	if uid, ok := selector[runtime.PodUIDLabel]; ok && len(selector) == 1 {
+		return "pod=" + uid
+	}
+	keys := make([]string, 0, len(selector))
+	for k, v := range selector {
+		keys = append(keys, k+"="+v)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ",")
+}
+
+// wholeNode tells a list of every container, the relist's: the lists of
+// one pod or of exited containers alone say nothing of the node's changes.
+func wholeNode(f *runtimeapi.ContainerFilter) bool {
+	return len(f.GetLabelSelector()) == 0 && f.GetState() == nil && f.GetId() == "" && f.GetPodSandboxId() == ""
+}
+
 type tracked struct {
 	rt runtime.Runtime
 	c  *Calls
@@ -174,18 +198,18 @@ type tracked struct {
 func (t *tracked) ListPodSandbox(
 	ctx context.Context, f *runtimeapi.PodSandboxFilter,
 ) ([]*runtimeapi.PodSandbox, error) {
-	n := t.c.start(runtime.OpListPodSandbox, "")
+	n := t.c.start(runtime.OpListPodSandbox, listOf(f.GetLabelSelector()))
 	items, err := t.rt.ListPodSandbox(ctx, f)
 	t.c.end(n, err)
 	return items, err
 }
 
 func (t *tracked) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	n := t.c.start(runtime.OpListContainers, "")
+	n := t.c.start(runtime.OpListContainers, listOf(f.GetLabelSelector()))
 	start := t.c.now()
 	items, err := t.rt.ListContainers(ctx, f)
 	t.c.end(n, err)
-	if err == nil && f == nil {
+	if err == nil && wholeNode(f) {
 		t.c.listed(start, items)
 	}
 	return items, err

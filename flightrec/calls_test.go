@@ -99,6 +99,12 @@ func TestCallsInFlight(t *testing.T) {
 	if r := c.Recent(); len(r) != 1 || r[0].ID != "c1" {
 		t.Errorf("recent %+v", r)
 	}
+	if _, err := rt.ListPodSandbox(t.Context(), runtime.PodSandboxFilterForPod("u1")); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Recent(); r[len(r)-1].ID != "pod=u1" {
+		t.Errorf("one pod's list: %+v, want it named pod=u1", r[len(r)-1])
+	}
 	for range recentCalls + 5 {
 		_, _ = rt.PodSandboxStatus(t.Context(), "s", false)
 	}

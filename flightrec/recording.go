@@ -101,7 +101,8 @@ type PlegView struct {
 // Call is one CRI call of pleg's.
 type Call struct {
 	Op string `json:"op"`
-	// ID is the sandbox or container asked about; empty for a list.
+	// ID is the sandbox or container asked about; for a list, empty for
+	// the whole node's, pod=UID for one pod's.
 	ID    string    `json:"id,omitempty"`
 	Start time.Time `json:"start"`
 	// Seconds is how long it took, or, in flight, its age at the
