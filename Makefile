@@ -1,4 +1,5 @@
-# The README's commands. `make test` is what CI runs (.ci/run).
+# The README's commands. `make test` is what CI runs (.ci/run). make help
+# lists the targets. The longer shell programs are in hack/*.sh.
 
 GO ?= go
 
@@ -15,7 +16,11 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: build image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim
+.PHONY: build image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim help
+
+# make alone runs make test, as it did when test was merely the first
+# target: help is listed last and does not take its place.
+.DEFAULT_GOAL := test
 
 # test/kube is a Go module of its own: it requires k8s.io/kubernetes and
 # etcd, to test reporting into a real kube-apiserver, and the product's
@@ -25,6 +30,10 @@ CI_FUZZTIME ?= 3000x
 # kube-apiserver.
 KUBE_TEST_MODULE = test/kube
 CHART_TEST_MODULE = test/chart
+# test/otel, the OTLP export against a real OpenTelemetry Collector built
+# from its Go modules: a module of its own, so that the collector's
+# dependencies stay out of the product's go.mod.
+OTEL_TEST_MODULE = test/otel
 # hack/image, the program that builds and pushes the image, with
 # go-containerregistry and the SPDX library: a module of its own too, so
 # that neither the product's go.mod nor tools/go.mod takes them.
@@ -44,22 +53,11 @@ TEST_TIMEOUT ?= 40m
 ## mostly wait on their runtimes, and its first run builds etcd and
 ## kube-apiserver (about 20 CPU-minutes), which fills that wait; then
 ## test/chart, then hack/image (the image built twice, for both
-## platforms). Their output follows the root module's.
+## platforms); test/otel (the export against a real OpenTelemetry
+## Collector) beside them. Their output follows the root module's.
 test: check
-	@kubelog=$$(mktemp); \
-	( (cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); k=$$?; \
-	  echo "cd $(CHART_TEST_MODULE) && $(GO) test -race -count=1 ./..."; \
-	  (cd $(CHART_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || k=1; \
-	  echo "cd $(IMAGE_MODULE) && $(GO) test -race -count=1 ./..."; \
-	  (cd $(IMAGE_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) && exit $$k ) >$$kubelog 2>&1 & kube=$$!; \
-	trap 'kill $$kube 2>/dev/null; rm -f $$kubelog' EXIT INT TERM HUP; \
-	echo "$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...   (and $(KUBE_TEST_MODULE) beside it)"; \
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...; root=$$?; \
-	$(MAKE) --no-print-directory fuzz FUZZTIME=$(CI_FUZZTIME); fuzz=$$?; \
-	wait $$kube; kubest=$$?; \
-	echo "cd $(KUBE_TEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./..."; \
-	cat $$kubelog; \
-	[ $$root -eq 0 ] && [ $$fuzz -eq 0 ] && [ $$kubest -eq 0 ]
+	@GO='$(GO)' TEST_TIMEOUT='$(TEST_TIMEOUT)' CI_FUZZTIME='$(CI_FUZZTIME)' KUBE_TEST_MODULE='$(KUBE_TEST_MODULE)' \
+	  CHART_TEST_MODULE='$(CHART_TEST_MODULE)' IMAGE_MODULE='$(IMAGE_MODULE)' OTEL_TEST_MODULE='$(OTEL_TEST_MODULE)' hack/test.sh
 
 ## test-matrix: the runtime harness and end-to-end tests against every
 ## containerd line in the field (1.7, 2.0, 2.1, 2.2, 2.3, 2.4) and CRI-O
@@ -106,12 +104,13 @@ check:
 	cd $(KUBE_TEST_MODULE) && $(GO) vet ./...
 	cd $(CHART_TEST_MODULE) && $(GO) vet ./...
 	cd $(IMAGE_MODULE) && $(GO) vet ./...
+	cd $(OTEL_TEST_MODULE) && $(GO) vet ./...
 	@$(MAKE) --no-print-directory lint
 
 # golangci-lint is built from tools/go.mod (its version pinned there, its
 # dependencies out of the product's go.mod) into Go's build cache, once.
 GOLANGCI_LINT = $(GO) tool -modfile=$(CURDIR)/tools/go.mod golangci-lint
-LINT_MODULES = . $(KUBE_TEST_MODULE) $(CHART_TEST_MODULE) $(IMAGE_MODULE) tools
+LINT_MODULES = . $(KUBE_TEST_MODULE) $(CHART_TEST_MODULE) $(IMAGE_MODULE) $(OTEL_TEST_MODULE) tools
 # actionlint checks the release workflow, which never runs here: its
 # version is pinned by hack/image/go.mod's tool directive.
 ACTIONLINT = $(GO) tool -modfile=$(CURDIR)/$(IMAGE_MODULE)/go.mod actionlint
@@ -135,11 +134,7 @@ generate:
 ## times, while two CPU hogs keep both cores of a small machine busy; the
 ## hogs are killed however the tests end
 test-stress:
-	@sh -c 'while :; do :; done' & hog1=$$!; \
-	sh -c 'while :; do :; done' & hog2=$$!; \
-	trap 'kill $$hog1 $$hog2 2>/dev/null' EXIT INT TERM HUP; \
-	echo "two CPU hogs: $$hog1 $$hog2"; \
-	$(GO) test -race -count=3 -timeout 60m $(STRESS_PKGS)
+	@GO='$(GO)' STRESS_PKGS='$(STRESS_PKGS)' hack/test-stress.sh
 
 ## bench: the quick benchmarks, with allocations (a few minutes)
 bench:
@@ -151,12 +146,7 @@ bench-long:
 
 ## fuzz: every fuzz target of the repository, FUZZTIME (10s) each
 fuzz:
-	@$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
-	  for target in $$(cat $$dir/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p'); do \
-	    echo "== $$pkg $$target"; \
-	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-	  done; \
-	done
+	@GO='$(GO)' FUZZTIME='$(FUZZTIME)' hack/fuzz.sh
 
 ## fleet: 10, 50 and 100 nodes on this machine, each a simulated runtime
 ## and its own pleg run, reporting to one kube-apiserver and scraped by one
@@ -191,3 +181,8 @@ kubelet-on-sim:
 ## demo: the daemon over the simulated runtime with churn
 demo:
 	$(GO) run ./cmd/pleg demo --duration 30s
+
+## help: every target and what it does: the first line of each block of
+## these lines names its target
+help:
+	@awk '/^## / { sub(/^## /, ""); if (!block) { name = $$1; sub(/:$$/, "", name); sub(/^[^ ]+ */, "") } else name = ""; printf "%-16s %s\n", name, $$0; block = 1; next } { block = 0 }' $(firstword $(MAKEFILE_LIST))

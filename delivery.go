@@ -26,13 +26,13 @@ type outbox struct {
 // deliver delivers one pod's change at once. Callers hold relistMu.
 func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
 	var out outbox
-	g.stage(&out, rec, change, status)
+	g.addChange(&out, rec, change, status)
 	g.flush(&out)
 }
 
-// stage logs a pod's change the kubelet's way and puts it in out, with
+// addChange logs a pod's change the kubelet's way and puts it in out, with
 // what is now reported of the pod (rec, advanced). Callers hold relistMu.
-func (g *Generator) stage(out *outbox, rec *podRecord, change *podChange, status *runtime.PodStatus) {
+func (g *Generator) addChange(out *outbox, rec *podRecord, change *podChange, status *runtime.PodStatus) {
 	if len(change.transitions) == 0 && !change.podSync && !change.conditionMet {
 		return
 	}
@@ -40,30 +40,12 @@ func (g *Generator) stage(out *outbox, rec *podRecord, change *podChange, status
 	withDetails(rec, change.transitions, status)
 	for i := range change.transitions {
 		t := &change.transitions[i]
-		g.log.Debug(
-			"GenericPLEG",
-			"podUID",
-			change.uid,
-			"containerID",
-			t.id,
-			"sandbox",
-			t.sandbox,
-			"oldState",
-			t.old,
-			"newState",
-			t.new,
-		)
+		g.log.Debug("GenericPLEG", "podUID", change.uid, "containerID", t.id, "sandbox", t.sandbox, "oldState", t.old,
+			"newState", t.new)
 		if t.new == stateExited && !t.sandbox && status != nil {
 			if c := status.FindContainerByID(t.id); c != nil {
-				g.log.Debug(
-					"Generic (PLEG): container finished",
-					"podID",
-					change.uid,
-					"containerID",
-					t.id,
-					"exitCode",
-					c.GetExitCode(),
-				)
+				g.log.Debug("Generic (PLEG): container finished", "podID", change.uid, "containerID", t.id,
+					"exitCode", c.GetExitCode())
 			}
 		}
 	}

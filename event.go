@@ -3,7 +3,9 @@
 
 package pleg
 
-import "time"
+import (
+	"time"
+)
 
 // EventType is the kind of a pod lifecycle event. The values are the
 // kubelet's, so events can be logged and matched the way kubelet's are.
@@ -90,31 +92,6 @@ type Event struct {
 	Message  string
 }
 
-// state is a container or sandbox state as the generator compares them.
-type state uint8
-
-const (
-	stateNonExistent state = iota
-	stateRunning
-	stateExited
-	// stateUnknown covers CRI's created and unknown states and any value
-	// the runtime sends that CRI does not define.
-	stateUnknown
-)
-
-func (s state) String() string {
-	switch s {
-	case stateRunning:
-		return "running"
-	case stateExited:
-		return "exited"
-	case stateUnknown:
-		return "unknown"
-	default:
-		return "non-existent"
-	}
-}
-
 // transitionEvents is the kubelet's transition table: the events a
 // container or sandbox going from one state to another yields, in order. Equal states
 // yield none; a container that vanishes without having been seen exited
@@ -136,31 +113,11 @@ func transitionEvents(from, to state) (events [2]EventType, n int) {
 	}
 }
 
-// Ranks order the steps of a container's or sandbox's life: it is created
-// (unknown), runs, exits and is removed, and never goes back. A later
-// observation of one container never ranks lower than an earlier one.
-const (
-	rankNone = iota // not created yet
-	rankCreated
-	rankRunning
-	rankExited
-	rankRemoved
-)
-
-// rank places a state in a container's life; non-existent is rankNone
-// before the container was seen, and rankRemoved after (after true).
-func (s state) rank(after bool) int {
-	switch s {
-	case stateUnknown:
-		return rankCreated
-	case stateRunning:
-		return rankRunning
-	case stateExited:
-		return rankExited
-	default:
-		if after {
-			return rankRemoved
-		}
-		return rankNone
+// criTime is a CRI timestamp, in nanoseconds since the epoch, as a time;
+// zero for none.
+func criTime(ns int64) time.Time {
+	if ns <= 0 {
+		return time.Time{}
 	}
+	return time.Unix(0, ns)
 }

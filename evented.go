@@ -4,12 +4,12 @@
 package pleg
 
 import (
-	"context"
 	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -18,10 +18,10 @@ import (
 // A runtime's event stream tells that something happened to a pod, not
 // always reliably what: containerd replays minutes of old events to a new
 // subscriber, CRI-O drops events past 1000, and payloads are snapshots
-// taken when sent. The stream supervisor (stream.go) keeps the stream open
-// and hands each event to the relist loop through a queue; the loop, the
-// one writer of the cache, takes each event as a hint (hints.go) for a
-// relist of its pod. While the stream holds, global relists slow to
+// taken when sent. The stream supervisor (internal/stream) keeps the
+// stream open and hands each event to the relist loop through a queue;
+// the loop, the one writer of the cache, applies its payload (payload.go)
+// or takes it as a hint (hints.go) for a relist of its pod. While the stream holds, global relists slow to
 // EventedRelistPeriod, a safety net; while it is down they keep
 // RelistPeriod, and the stream is retried for as long as it takes.
 
@@ -96,9 +96,14 @@ func (q *eventQueue) takeIf(match func(*runtimeapi.ContainerEventResponse) bool)
 	return taken
 }
 
-// enqueueEvent is the stream supervisor's deliver: it runs on the stream's
-// goroutine and only queues.
-func (g *Generator) enqueueEvent(ev *runtimeapi.ContainerEventResponse, connectedAt time.Time) {
+// streamSide is the generator as the stream machinery drives it
+// (stream.Generator): a type of its own, so that its methods stay out of
+// the Generator's exported API.
+type streamSide struct{ g *Generator }
+
+// Deliver runs on the stream's goroutine and only queues.
+func (s streamSide) Deliver(ev *runtimeapi.ContainerEventResponse, connectedAt time.Time) {
+	g := s.g
 	now := g.clock.Now()
 	if ev.GetCreatedAt() > 0 {
 		g.metrics.EventedLatency.Observe(now.Sub(time.Unix(0, ev.GetCreatedAt())).Seconds())
@@ -108,26 +113,34 @@ func (g *Generator) enqueueEvent(ev *runtimeapi.ContainerEventResponse, connecte
 	}
 }
 
-// streamChanged is the stream supervisor's changed: what changed while the
-// stream was down, or since it broke, only a list can tell.
-func (g *Generator) streamChanged(up, opened bool) {
+// StreamChanged asks for a global relist: what changed while the stream
+// was down, or since it broke, only a list can tell.
+func (s streamSide) StreamChanged(up, opened bool) {
 	if !up {
-		g.updateMode()
+		s.g.updateMode()
 	}
 	if up || opened {
-		g.requestGlobalRelist()
+		s.g.requestGlobalRelist()
 	}
+}
+
+// RelistPod queues a relist of pod uid, counted by why it is asked for.
+func (s streamSide) RelistPod(uid string, why stream.Reason) {
+	switch why {
+	case stream.RemovalUnseen:
+		s.g.metrics.RemovalWatchRelists.Inc()
+	case stream.RetryFailed:
+		s.g.metrics.InspectionRetries.Inc()
+	}
+	s.g.requests.add(uid, s.g.clock.Now())
 }
 
 // handleEvents applies the queued events. Callers hold relistMu.
 func (g *Generator) handleEvents() {
 	events, overflowed := g.events.take()
 	if overflowed {
-		g.log.Warn(
-			"Container events came faster than they could be handled; some were dropped and a relist will find what they said",
-			"limit",
-			maxQueuedEvents,
-		)
+		g.log.Warn("Container events came faster than they could be handled; "+
+			"some were dropped and a relist will find what they said", "limit", maxQueuedEvents)
 		g.requestGlobalRelist()
 	}
 	for _, e := range events {
@@ -217,13 +230,8 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		missed,
 		e.received,
 	) {
-		g.log.Debug(
-			"Container event for a container of an unknown pod; the next relist will see it",
-			"containerID",
-			ev.GetContainerId(),
-			"type",
-			ev.GetContainerEventType(),
-		)
+		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it",
+			"containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
 		return
 	}
 	if !g.requests.add(uid, e.received) {
@@ -248,7 +256,7 @@ func eventTypeLabel(t runtimeapi.ContainerEventType) string {
 
 // evented reports whether the event stream drives relists now.
 func (g *Generator) evented() bool {
-	return g.stream != nil && g.stream.holding(g.clock.Now())
+	return g.stream != nil && g.stream.Holding(g.clock.Now())
 }
 
 // streamConnected reports whether the event stream is connected, held or
@@ -258,146 +266,46 @@ func (g *Generator) streamConnected() bool {
 	if g.stream == nil {
 		return false
 	}
-	connected, _, _, _ := g.stream.snapshot()
+	connected, _, _, _ := g.stream.Snapshot()
 	return connected
 }
 
-// period is the pause between global relists in force. A stream that
-// does not tell some removals (CRI-O's, when a pod is removed) still
-// drives: the removal watch finds what it leaves out.
-func (g *Generator) period() time.Duration {
-	if g.evented() {
-		return g.opts.EventedRelistPeriod
-	}
-	return g.opts.RelistPeriod
-}
-
-// threshold is the health threshold in force.
-func (g *Generator) threshold() time.Duration {
-	if g.evented() {
-		return g.opts.EventedRelistThreshold
-	}
-	return g.opts.RelistThreshold
-}
-
 // newStream returns the supervisor of src's event stream, wired to the
-// generator, with the removal watch that finds what the stream does not
-// tell.
-func (g *Generator) newStream(src runtime.EventSource) *streamSupervisor {
-	s := newStreamSupervisor(src, g.opts, g.metrics)
-	s.deliver, s.changed = g.enqueueEvent, g.streamChanged
-	s.watch = newRemovalWatch(g.rt, g.clock, g.log,
-		func(k removalKind) bool {
-			now := g.clock.Now()
-			return s.holding(now) && !s.tellsRemovals(k, now)
-		},
-		func(uid string) {
-			g.metrics.RemovalWatchRelists.Inc()
-			g.requests.add(uid, g.clock.Now())
-		})
-	s.retries = newPodRetries(g.clock,
-		func(uid string) {
-			g.metrics.InspectionRetries.Inc()
-			g.requests.add(uid, g.clock.Now())
-		},
-		g.health.isFailing, g.health.listFailing)
-	return s
-}
-
-// listAll lists every sandbox and container for a global relist. While
-// the runtime answers, the events that come are handled as ever, their
-// payloads applied at once: the relist would otherwise hold them up for as
-// long as the runtime takes to list the node, under load hundreds of
-// milliseconds, and then take them as hints, for inspections. It returns
-// the pods whose records payloads moved meanwhile: what the lists say of
-// them may be older than the payloads, so the relist leaves them to
-// relists of their own. Callers hold relistMu.
-func (g *Generator) listAll(
-	ctx context.Context,
-	start time.Time,
-) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, map[string]struct{}, error) {
-	if g.stream == nil {
-		sandboxes, containers, err := g.list(ctx, start, "")
-		return sandboxes, containers, nil, err
-	}
-	type lists struct {
-		sandboxes  []*runtimeapi.PodSandbox
-		containers []*runtimeapi.Container
-		err        error
-	}
-	done := make(chan lists, 1)
-	go func() {
-		// It touches no relist state: list only logs and tells health.
-		var l lists
-		l.sandboxes, l.containers, l.err = g.list(ctx, start, "")
-		done <- l
-	}()
-	st := &g.st
-	st.moved = make(map[string]struct{})
-	defer func() { st.moved = nil }()
-	for {
-		select {
-		case l := <-done:
-			g.handleEvents() // those that came as it answered
-			return l.sandboxes, l.containers, st.moved, l.err
-		case <-g.events.ready:
-			g.handleEvents()
-		}
-	}
-}
-
-// leaveMoved asks for relists of the pods a global relist left alone, as
-// payloads moved them while it listed, with the re-inspections asked for
-// them (reinspect). Callers hold relistMu.
-func (g *Generator) leaveMoved(moved, reinspect map[string]struct{}) {
-	now := g.clock.Now()
-	for uid := range moved {
-		if _, ok := reinspect[uid]; ok {
-			g.reinspect.add(uid)
-		}
-		g.requests.add(uid, now)
-	}
-}
-
-// listsOvertaken reports whether a payload was applied to the pod of l
-// while its lists were in flight: they may be older than the payload, and
-// a record moved by it must not be compared with them. Then they are
-// thrown away and the pod relisted afresh, its events reported already.
-// Else the lists are back, and the pod's own events wait for its relist
-// to end. Callers hold relistMu.
-func (g *Generator) listsOvertaken(l podList) bool {
-	st := &g.st
-	if l.uid != st.listing {
-		return false
-	}
-	if st.listingOvertaken {
-		g.requests.add(l.uid, g.clock.Now())
-		return true
-	}
-	st.listingBack = true
-	return false
+// generator.
+func (g *Generator) newStream(src runtime.EventSource) *stream.Supervisor {
+	return stream.New(src, g.rt, streamSide{g}, g.health, stream.Config{
+		Required:      g.opts.Mode == ModeEvented,
+		NoStreamRetry: g.opts.NoStreamRetry,
+		Clock:         g.clock,
+		Logger:        g.log,
+		Metrics:       g.metrics,
+	})
 }
 
 // retryRelist asks for another relist of pod uid, whose relist failed,
 // after a backoff, while the stream drives; then the global relist comes
 // late. An inspection that passed its deadline (deadline) is not retried
-// (see retry.go).
+// (see internal/stream/retries.go).
 func (g *Generator) retryRelist(uid string, deadline bool) {
 	if g.stream == nil || deadline || !g.evented() {
 		return
 	}
-	g.stream.retries.failed(uid, g.clock.Now())
+	g.stream.RelistFailed(uid, g.clock.Now())
 }
 
 // settled takes what a relist or a payload reported of pod uid, with the
 // removals among it no event told: a late DELETED must not report the
 // removed again, the removal watch follows what exited, and removals
 // found untold teach what the stream leaves out. Callers hold relistMu.
-func (g *Generator) settled(uid string, ts []transition, untold [numRemovalKinds][]string, observed time.Time) {
+func (g *Generator) settled(uid string, ts []transition, untold [stream.NumRemovalKinds][]string, observed time.Time) {
 	g.st.hints.tombstone(ts, observed)
-	g.stream.watch.settled(uid, ts, observed)
+	items := make([]stream.Item, 0, 8)
+	for _, t := range ts {
+		items = append(items, stream.Item{ID: t.id, Sandbox: t.sandbox, Now: t.new.item()})
+	}
+	g.stream.Settled(uid, items, observed)
 	for k, ids := range untold {
-		g.stream.removalsUntold(removalKind(k), ids, g.st.prevRelist, g.clock.Now())
+		g.stream.RemovalsUntold(stream.RemovalKind(k), ids, g.st.prevRelist, g.clock.Now())
 	}
 }
 
@@ -406,29 +314,14 @@ func (g *Generator) settled(uid string, ts []transition, untold [numRemovalKinds
 // hold relistMu.
 func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid string) {
 	id := ev.GetContainerId()
-	k, known := containerRemovals, false
+	k, known := stream.ContainerRemovals, false
 	switch rec := g.st.records[uid]; {
 	case ev.GetPodSandboxStatus().GetId() == id, rec != nil && rec.knows(id, true):
-		k, known = podRemovals, true
+		k, known = stream.PodRemovals, true
 	case rec != nil && rec.knows(id, false):
 		known = true
 	}
-	g.stream.removalTold(id, k, known, g.clock.Now())
-}
-
-// updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.
-func (g *Generator) updateMode() {
-	inForce := ModeGeneric
-	if g.evented() {
-		inForce = ModeEvented
-	}
-	for _, m := range []Mode{ModeGeneric, ModeEvented} {
-		v := 0.0
-		if m == inForce {
-			v = 1
-		}
-		g.metrics.Mode.WithLabelValues(string(m)).Set(v)
-	}
+	g.stream.RemovalTold(id, k, known, g.clock.Now())
 }
 
 // requestGlobalRelist asks the loop for a global relist now.

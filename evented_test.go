@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
@@ -97,7 +98,7 @@ func newEventedEnvOn(t *testing.T, rt *fakeruntime.Runtime, opt func(*Options)) 
 
 // settle lets the stream come up, hold, and the generator relist once.
 func (e *eventedEnv) settle() {
-	time.Sleep(streamHold + 2*time.Second)
+	time.Sleep(stream.Hold + 2*time.Second)
 	synctest.Wait()
 	e.drain()
 }
@@ -396,7 +397,7 @@ func TestNoStream(t *testing.T) {
 				// The runtime gains a stream: the next retry finds it.
 				rt.EnableEvents(true)
 				rt.CloseEventsAtOnce(false)
-				time.Sleep(5*time.Minute + streamHold + time.Second)
+				time.Sleep(5*time.Minute + stream.Hold + time.Second)
 				synctest.Wait()
 				if !g.Status().Evented {
 					t.Errorf("status %+v: want evented once the runtime has a stream", g.Status())
@@ -551,7 +552,7 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 				}
 				// A DELETED may come a while after a relist found its
 				// removal: only then is it untold.
-				e.wait(untoldGrace)
+				e.wait(stream.UntoldGrace)
 				s := e.g.Status()
 				if !s.Evented || s.RelistPeriod != time.Hour {
 					t.Errorf("evented %v, relist period %v; want evented, an hour", s.Evented, s.RelistPeriod)
@@ -568,7 +569,7 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 				if n := e.rt.Calls(runtime.OpListPodSandbox); n != 0 {
 					t.Errorf("%d sandbox lists in a minute without sandboxes", n)
 				}
-				if _, pods := e.g.stream.watch.size(); pods != 0 {
+				if _, pods := e.g.stream.WatchSize(); pods != 0 {
 					t.Errorf("the watch still knows %d sandboxes", pods)
 				}
 			})

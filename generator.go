@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
@@ -26,8 +27,8 @@ import (
 //
 // All methods are safe for concurrent use. Every exported method is in
 // this file; relist.go holds relisting, evented.go the handling of the
-// event stream, stream.go its supervision, hints.go what events tell that
-// relists cannot see.
+// event stream, internal/stream its supervision, hints.go what events tell
+// that relists cannot see.
 type Generator struct {
 	// Set by New and read-only after.
 	rt      runtime.Runtime
@@ -38,7 +39,7 @@ type Generator struct {
 	log     *slog.Logger
 	metrics *metrics.PLEG
 	// stream is nil in generic mode and for a runtime without a stream.
-	stream *streamSupervisor
+	stream *stream.Supervisor
 
 	// Safe for use from any goroutine: each locks itself.
 	health     *health          // how relisting fares: Healthy, Status
@@ -111,7 +112,6 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 			records:      records,
 			catchingUp:   len(restored.Pods) > 0,
 			coveredSince: restored.Since,
-			sandboxPods:  make(map[string]string),
 			invalid:      newInvalidItems(opts.Logger, m),
 			hints:        newHintBook(),
 		},
@@ -185,14 +185,10 @@ func (g *Generator) Healthy() (bool, error) {
 		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
 	}
 	if g.opts.Mode == ModeEvented && g.stream != nil {
-		connected, since, err, _ := g.stream.snapshot()
+		connected, since, err, _ := g.stream.Snapshot()
 		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
-			return false, fmt.Errorf(
-				"the container event stream has been down for %v; threshold is %v: %w",
-				down,
-				g.opts.RelistThreshold,
-				err,
-			)
+			return false, fmt.Errorf("the container event stream has been down for %v; threshold is %v: %w",
+				down, g.opts.RelistThreshold, err)
 		}
 	}
 	return true, nil
@@ -211,9 +207,9 @@ func (g *Generator) Status() Status {
 	s := Status{Mode: g.opts.Mode, RelistPeriod: g.period(), RelistThreshold: g.threshold()}
 	switch {
 	case g.stream != nil:
-		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.snapshot()
+		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.Snapshot()
 		s.Evented = g.evented()
-		for _, k := range g.stream.untoldRemovals() {
+		for _, k := range g.stream.UntoldRemovals() {
 			s.UntoldRemovals = append(s.UntoldRemovals, k.String())
 		}
 	case g.opts.Mode != ModeGeneric:
@@ -276,21 +272,8 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 		f()
 	}
 	if g.stream != nil {
-		watcher.Go(func() { g.stream.run(ctx) })
-		// Subscribe first: a change between the first list and the
-		// stream's start would otherwise be seen by neither.
-		select {
-		case <-g.stream.attempted:
-		case <-g.clock.After(firstAttemptWait):
-		case <-ctx.Done():
-		}
-		// Caught up from a store, the first relist goes after the
-		// runtime's backlog, which may tell what its lists no longer can.
-		var catchingUp bool
-		locked(func() { catchingUp = g.st.catchingUp && !g.st.coveredSince.IsZero() })
-		if catchingUp {
-			g.stream.awaitBacklog(ctx)
-		}
+		watcher.Go(func() { g.stream.Run(ctx) })
+		g.awaitStream(ctx)
 	}
 	timer := g.clock.NewTimer(0)
 	defer timer.Stop()
@@ -301,7 +284,7 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 	}
 	// A pod's relist waits on the runtime beside the loop, one pod at a
 	// time, so that other pods' events are not held up behind it (see
-	// relistPod); nothing else is started until it is done.
+	// listPod and podListed); nothing else is started until it is done.
 	var podListed chan podList
 	var podInspected chan *podInspection
 	defer locked(func() { g.st.listing = "" })
@@ -352,5 +335,24 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 				podListed = listed
 			}
 		}
+	}
+}
+
+// awaitStream waits for what the first relist must come after: the
+// stream's first attempt to connect, since a change between the first list
+// and the stream's start would otherwise be seen by neither; and, for a
+// generator caught up from a Store, the runtime's backlog, which may tell
+// what its lists no longer can.
+func (g *Generator) awaitStream(ctx context.Context) {
+	select {
+	case <-g.stream.Attempted():
+	case <-g.clock.After(stream.FirstAttemptWait):
+	case <-ctx.Done():
+	}
+	g.relistMu.Lock()
+	catchingUp := g.st.catchingUp && !g.st.coveredSince.IsZero()
+	g.relistMu.Unlock()
+	if catchingUp {
+		g.stream.AwaitBacklog(ctx)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/plegkit/pleg/internal/stream"
 )
 
 // Status describes how the generator learns of changes at the moment, and
@@ -65,7 +67,7 @@ func (s Status) String() string {
 			s.StreamSince.UTC().Format(time.RFC3339),
 			s.RelistPeriod,
 			strings.Join(s.UntoldRemovals, " and "),
-			removalPollPeriod,
+			stream.RemovalPollPeriod,
 		)
 	case s.Evented:
 		return fmt.Sprintf("mode %s: evented, the container event stream connected since %s; safety-net relist every %v",
@@ -75,7 +77,7 @@ func (s Status) String() string {
 	case s.StreamConnected:
 		return fmt.Sprintf("mode %s: relisting every %v; the container event stream connected at %s and drives once it has "+
 			"held for %v",
-			s.Mode, s.RelistPeriod, s.StreamSince.UTC().Format(time.RFC3339), streamHold)
+			s.Mode, s.RelistPeriod, s.StreamSince.UTC().Format(time.RFC3339), stream.Hold)
 	default:
 		return fmt.Sprintf("mode %s: relisting every %v; the container event stream is down since %s: %v",
 			s.Mode, s.RelistPeriod, s.StreamSince.UTC().Format(time.RFC3339), s.StreamError)
@@ -182,8 +184,8 @@ func (h *health) listed(start time.Time, err error) (firstFailure bool, failedSi
 	return false, failedSince
 }
 
-// listFailing reports since when lists have been failing, or zero.
-func (h *health) listFailing() time.Time {
+// ListFailingSince reports since when lists have been failing, or zero.
+func (h *health) ListFailingSince() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.listFailingSince
@@ -204,8 +206,8 @@ func (h *health) podFailed(ref podRef, at time.Time, deadline bool, err error) (
 	return first
 }
 
-// isFailing reports whether the latest inspection of pod uid failed.
-func (h *health) isFailing(uid string) bool {
+// InspectionFailing reports whether the latest inspection of pod uid failed.
+func (h *health) InspectionFailing(uid string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.failing[uid]
@@ -237,4 +239,22 @@ func (h *health) fill(s *Status) {
 	slices.SortFunc(s.FailingPods, func(a, b PodFailure) int {
 		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.UID, b.UID))
 	})
+}
+
+// period is the pause between global relists in force. A stream that
+// does not tell some removals (CRI-O's, when a pod is removed) still
+// drives: the removal watch finds what it leaves out.
+func (g *Generator) period() time.Duration {
+	if g.evented() {
+		return g.opts.EventedRelistPeriod
+	}
+	return g.opts.RelistPeriod
+}
+
+// threshold is the health threshold in force.
+func (g *Generator) threshold() time.Duration {
+	if g.evented() {
+		return g.opts.EventedRelistThreshold
+	}
+	return g.opts.RelistThreshold
 }

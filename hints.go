@@ -8,6 +8,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plegkit/pleg/internal/stream"
 )
 
 // Hints.
@@ -206,8 +208,8 @@ func (b *hintBook) note(
 	return true
 }
 
-// hinted returns the pods with hints; nil when none has.
-func (b *hintBook) hinted() map[string]*podHints {
+// podsWithHints returns the pods with hints; nil when none has.
+func (b *hintBook) podsWithHints() map[string]*podHints {
 	if len(b.pods) == 0 {
 		return nil
 	}
@@ -224,25 +226,25 @@ type hintKey struct {
 	sandbox bool
 }
 
-// hinted is what the hints about a pod add to its relist.
+// hinted is what the hints about a pod add to its relist: the transitions
+// of items its record does not know, and the stages the stream reported of
+// those it knows.
 type hinted struct {
-	// extra are the transitions of containers its record does not know.
 	extra []transition
-	// seen are the stages the stream reported of those it knows.
-	seen map[hintKey]stage
+	seen  map[hintKey]stage
 }
 
-// take consumes the hints of pod uid after a relist of it. known tells
-// whether the relist's record knows a container, and whether the latest
-// list still listed it: then the relist reports it, and seen returns the
-// stages the stream reported, which can tell of a state the relist came
-// too late to see. A DELETED of a container the list still listed came
-// after the list, so its hint waits for the relist that finds it gone,
-// which would otherwise take the removal for one the stream did not tell.
-// The hints of a container the record does not know and that the stream
-// said was deleted become its transitions, unless it was reported removed
-// already. Hints of containers neither known nor deleted wait, for a
-// while, for a relist that settles them.
+// take consumes the hints of pod uid after a relist of it; known tells,
+// for each hinted item, whether the relist's record knows it and whether
+// the latest list still listed it.
+//   - An item the record knows is reported by the relist. Its stages go
+//     into seen, since they can tell of a state the relist came too late
+//     to see. If the list still listed it, its DELETED came after the
+//     list: the hint waits for the relist that finds it gone, so that the
+//     removal is not taken for one the stream did not tell.
+//   - An item the record does not know, that the stream said was deleted,
+//     becomes transitions (extra), unless it was reported removed already.
+//   - Any other hint waits, up to hintTTL, for a relist that settles it.
 func (b *hintBook) take(
 	uid string,
 	known func(id string, sandbox bool) (known, listed bool),
@@ -320,7 +322,7 @@ func expand(t transition, seen stage) []transition {
 // transitions, that no DELETED event told (seen holds what the events
 // told of each item), by kind: containers removed with their sandbox
 // count as its pod's removal, as RemovePodSandbox removes them.
-func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [numRemovalKinds][]string) {
+func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [stream.NumRemovalKinds][]string) {
 	var containers, sandboxes []string
 	for _, t := range ts {
 		if t.new != stateNonExistent || seen[hintKey{t.id, t.sandbox}]&stageDeleted != 0 {
@@ -333,9 +335,9 @@ func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [numRemovalKin
 		}
 	}
 	if len(sandboxes) > 0 {
-		ids[podRemovals] = append(sandboxes, containers...)
+		ids[stream.PodRemovals] = append(sandboxes, containers...)
 	} else {
-		ids[containerRemovals] = containers
+		ids[stream.ContainerRemovals] = containers
 	}
 	return ids
 }

@@ -8,6 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -147,7 +148,7 @@ func readPayload(ev *runtimeapi.ContainerEventResponse, pod func(id string) stri
 // reason it did not, if it did not. Callers hold relistMu.
 func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 	st := &g.st
-	if g.health.isFailing(p.uid) {
+	if g.health.InspectionFailing(p.uid) {
 		// Its record lags behind its inspections; the relist catches up.
 		return fallbackFailingPod
 	}
@@ -176,7 +177,7 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		st.moved[rec.uid] = struct{}{}
 	}
 	rec.advance()
-	g.settled(rec.uid, transitions, [numRemovalKinds][]string{}, e.received)
+	g.settled(rec.uid, transitions, [stream.NumRemovalKinds][]string{}, e.received)
 	g.deliver(rec, &podChange{
 		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
 		observed:    e.received,

@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
@@ -77,7 +78,7 @@ func newTwins(t *testing.T, pods ...fakeruntime.Pod) *twins {
 	tw.pay, tw.hint = start(false), start(true)
 	// Let the streams hold and the first relists be done; what they told
 	// is the same for both, and not what a scenario is about.
-	tw.wait(streamHold + 2*time.Second)
+	tw.wait(stream.Hold + 2*time.Second)
 	tw.compare()
 	clear(tw.pay.got)
 	clear(tw.hint.got)
@@ -500,7 +501,7 @@ func TestPayloadNeverMovesAPodBack(t *testing.T) {
 		}
 		_ = e.rt.SetContainerState("c1", exited, 1)
 		e.emit("web", "c1", evStopped)
-		e.g.enqueueEvent(stale, time.Now().Add(-time.Minute))
+		streamSide{e.g}.Deliver(stale, time.Now().Add(-time.Minute))
 		e.wait(time.Second)
 		if !slices.Equal(e.got, []ev{diedEv("web", "c1")}) {
 			t.Errorf("events %v, want Died(c1) alone", e.got)
@@ -542,7 +543,7 @@ func TestPartialPayloadsFallBack(t *testing.T) {
 				e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
 				e.settle()
 				_ = e.rt.SetContainerState("c1", exited, 1)
-				e.g.enqueueEvent(tc.ev, time.Now().Add(-time.Minute))
+				streamSide{e.g}.Deliver(tc.ev, time.Now().Add(-time.Minute))
 				e.wait(time.Second)
 				if n := testutil.ToFloat64(e.g.metrics.PayloadFallbacks.WithLabelValues(tc.reason)); n != 1 {
 					t.Errorf("fallbacks{reason=%s} = %v, want 1", tc.reason, n)

@@ -263,31 +263,93 @@ func (r *podRecord) pod() *runtime.Pod {
 	return p
 }
 
-// containerState maps a CRI container state; ok is false for a value CRI
-// does not define, which counts as unknown.
-func containerState(s runtimeapi.ContainerState) (st state, ok bool) {
-	switch s {
-	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return stateRunning, true
-	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return stateExited, true
-	case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_UNKNOWN:
-		// The kubelet does not act on created containers yet: unknown.
-		return stateUnknown, true
-	default:
-		return stateUnknown, false
-	}
+// podRef names a pod in events.
+type podRef struct {
+	uid, name, namespace string
 }
 
-// sandboxState maps a CRI sandbox state: a ready sandbox runs, a not-ready
-// one has exited.
-func sandboxState(s runtimeapi.PodSandboxState) (st state, ok bool) {
-	switch s {
-	case runtimeapi.PodSandboxState_SANDBOX_READY:
-		return stateRunning, true
-	case runtimeapi.PodSandboxState_SANDBOX_NOTREADY:
-		return stateExited, true
-	default:
-		return stateUnknown, false
+func (r podRef) event(typ EventType, observed time.Time) Event {
+	return Event{Type: typ, PodUID: r.uid, PodName: r.name, PodNamespace: r.namespace, Observed: observed}
+}
+
+// appendTransition appends the events t delivers: the kubelet's table
+// without ContainerChanged.
+func (r podRef) appendTransition(out []Event, t transition, observed time.Time) []Event {
+	types, n := transitionEvents(t.old, t.new)
+	for _, typ := range types[:n] {
+		if typ == ContainerChanged {
+			continue
+		}
+		ev := r.event(typ, observed)
+		ev.ContainerID, ev.ContainerName, ev.Sandbox = t.id, t.name, t.sandbox
+		if t.afterRestart {
+			ev.AfterRestart, ev.StartedAt, ev.FinishedAt = true, criTime(t.started), criTime(t.finished)
+		}
+		if d := t.detail; d != nil && !t.sandbox {
+			ev.Image, ev.Attempt = d.image, &d.attempt
+			// Only an exit the runtime reported: a container that vanished
+			// unseen dies without one, its detail being of its start. A
+			// folded Died (subscription) keeps the exit it folded in.
+			if typ == ContainerDied && d.exited {
+				ev.ExitCode, ev.Reason, ev.Message = &d.exitCode, d.reason, d.message
+				if ev.FinishedAt.IsZero() {
+					ev.FinishedAt = criTime(d.finished)
+				}
+			}
+		}
+		out = append(out, ev)
 	}
+	return out
+}
+
+// podChange is what one reconcile of one pod produced: the container
+// transitions, in the kubelet's order, and the pod-level events.
+type podChange struct {
+	podRef
+	observed     time.Time
+	transitions  []transition
+	podSync      bool
+	conditionMet bool
+}
+
+// events returns the change as the events the kubelet would send, in order.
+func (c *podChange) events() []Event {
+	// Sized at once: an Event is some 250 bytes, and growing the slice
+	// by appending would allocate it about twice over.
+	n := 0
+	for _, t := range c.transitions {
+		n += deliverable(t.old, t.new)
+	}
+	if c.podSync {
+		n++
+	}
+	if c.conditionMet {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Event, 0, n)
+	for _, t := range c.transitions {
+		out = c.appendTransition(out, t, c.observed)
+	}
+	if c.podSync {
+		out = append(out, c.event(PodSync, c.observed))
+	}
+	if c.conditionMet {
+		out = append(out, c.event(ConditionMet, c.observed))
+	}
+	return out
+}
+
+// report is what the record says was last reported of its pod.
+func (r *podRecord) report() PodReport {
+	p := PodReport{UID: r.uid, Name: r.name, Namespace: r.namespace}
+	if len(r.old) > 0 {
+		p.Items = make([]ItemReport, len(r.old))
+	}
+	for i, e := range r.old {
+		p.Items[i] = ItemReport{ID: e.id, Name: e.name, Sandbox: e.sandbox, State: e.state.report()}
+	}
+	return p
 }

@@ -230,7 +230,7 @@ func (g *Generator) list(
 		if g.stream != nil {
 			// Its event stream very likely does too: the backoff grown
 			// meanwhile would keep the stream down long after.
-			g.stream.retryNow()
+			g.stream.RetryNow()
 		}
 	}
 	return sandboxes, containers, nil
@@ -247,47 +247,11 @@ func (g *Generator) listFailed(ctx context.Context, start time.Time, pod string,
 		level = slog.LevelError
 	}
 	if pod == "" {
-		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.health.listFailing())
+		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pods", "err", err, "failingSince", g.health.ListFailingSince())
 	} else {
-		g.log.Log(
-			ctx,
-			level,
-			"GenericPLEG: Unable to retrieve pod",
-			"pod",
-			pod,
-			"err",
-			err,
-			"failingSince",
-			g.health.listFailing(),
-		)
+		g.log.Log(ctx, level, "GenericPLEG: Unable to retrieve pod", "pod", pod, "err", err,
+			"failingSince", g.health.ListFailingSince())
 	}
-}
-
-// updateRunningMetrics sets kubelet_running_pods (pods with a ready
-// sandbox) and kubelet_running_containers (containers by CRI state).
-func (g *Generator) updateRunningMetrics() {
-	running := 0
-	var counts [4]int
-	for _, rec := range g.st.seen {
-		if rec.runningSandbox {
-			running++
-		}
-		for _, e := range rec.cur {
-			if e.c == nil {
-				continue
-			}
-			switch s := e.c.State; s {
-			case runtimeapi.ContainerState_CONTAINER_CREATED,
-				runtimeapi.ContainerState_CONTAINER_RUNNING,
-				runtimeapi.ContainerState_CONTAINER_EXITED:
-				counts[s]++
-			default:
-				counts[runtimeapi.ContainerState_CONTAINER_UNKNOWN]++
-			}
-		}
-	}
-	g.metrics.RunningPods.Set(float64(running))
-	g.metrics.SetRunningContainers(counts[0], counts[1], counts[2], counts[3])
 }
 
 // inspection is what the runtime said of one pod.
@@ -422,7 +386,7 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 	if w.shortLived > 0 {
 		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
 	}
-	g.stage(out, rec, change, status)
+	g.addChange(out, rec, change, status)
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when
@@ -442,4 +406,78 @@ func (g *Generator) inspectionFailed(ref podRef, err error, at time.Time) {
 	}
 	g.log.Log(context.Background(), level, "PLEG: Ignoring events for pod; it will be inspected again at the next relist",
 		"pod", ref.namespace+"/"+ref.name, "podUID", ref.uid, "err", err)
+}
+
+// listAll lists every sandbox and container for a global relist. While
+// the runtime answers, the events that come are handled as ever, their
+// payloads applied at once: the relist would otherwise hold them up for as
+// long as the runtime takes to list the node, under load hundreds of
+// milliseconds, and then take them as hints, for inspections. It returns
+// the pods whose records payloads moved meanwhile: what the lists say of
+// them may be older than the payloads, so the relist leaves them to
+// relists of their own. Callers hold relistMu.
+func (g *Generator) listAll(
+	ctx context.Context,
+	start time.Time,
+) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, map[string]struct{}, error) {
+	if g.stream == nil {
+		sandboxes, containers, err := g.list(ctx, start, "")
+		return sandboxes, containers, nil, err
+	}
+	type lists struct {
+		sandboxes  []*runtimeapi.PodSandbox
+		containers []*runtimeapi.Container
+		err        error
+	}
+	done := make(chan lists, 1)
+	go func() {
+		// It touches no relist state: list only logs and tells health.
+		var l lists
+		l.sandboxes, l.containers, l.err = g.list(ctx, start, "")
+		done <- l
+	}()
+	st := &g.st
+	st.moved = make(map[string]struct{})
+	defer func() { st.moved = nil }()
+	for {
+		select {
+		case l := <-done:
+			g.handleEvents() // those that came as it answered
+			return l.sandboxes, l.containers, st.moved, l.err
+		case <-g.events.ready:
+			g.handleEvents()
+		}
+	}
+}
+
+// leaveMoved asks for relists of the pods a global relist left alone, as
+// payloads moved them while it listed, with the re-inspections asked for
+// them (reinspect). Callers hold relistMu.
+func (g *Generator) leaveMoved(moved, reinspect map[string]struct{}) {
+	now := g.clock.Now()
+	for uid := range moved {
+		if _, ok := reinspect[uid]; ok {
+			g.reinspect.add(uid)
+		}
+		g.requests.add(uid, now)
+	}
+}
+
+// listsOvertaken reports whether a payload was applied to the pod of l
+// while its lists were in flight: they may be older than the payload, and
+// a record moved by it must not be compared with them. Then they are
+// thrown away and the pod relisted afresh, its events reported already.
+// Else the lists are back, and the pod's own events wait for its relist
+// to end. Callers hold relistMu.
+func (g *Generator) listsOvertaken(l podList) bool {
+	st := &g.st
+	if l.uid != st.listing {
+		return false
+	}
+	if st.listingOvertaken {
+		g.requests.add(l.uid, g.clock.Now())
+		return true
+	}
+	st.listingBack = true
+	return false
 }

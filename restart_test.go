@@ -12,6 +12,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
 
@@ -299,7 +300,7 @@ func TestMissedBacklogIsReported(t *testing.T) {
 // a container that started, exited and went meanwhile, and its STARTED,
 // had it come after that relist, would tell of a container reported
 // removed already. A runtime that keeps no backlog delays that relist by
-// backlogQuiet, and an event sent since the stream connected ends the
+// stream.BacklogQuiet, and an event sent since the stream connected ends the
 // wait at once.
 func TestFirstRelistAwaitsTheBacklog(t *testing.T) {
 	type burst struct {
@@ -318,7 +319,7 @@ func TestFirstRelistAwaitsTheBacklog(t *testing.T) {
 		want     []ev
 	}{{
 		name:     "no backlog",
-		relistBy: backlogQuiet,
+		relistBy: stream.BacklogQuiet,
 		// All it knows is that c1 was created and is gone.
 		want: []ev{diedEv("web", "c1"), removedEv("web", "c1")},
 	}, {
@@ -327,7 +328,7 @@ func TestFirstRelistAwaitsTheBacklog(t *testing.T) {
 			{10 * time.Millisecond, []runtimeapi.ContainerEventType{evStarted, evStopped}},
 			{200 * time.Millisecond, []runtimeapi.ContainerEventType{evDeleted}},
 		},
-		relistBy: 200*time.Millisecond + backlogQuiet,
+		relistBy: 200*time.Millisecond + stream.BacklogQuiet,
 		want:     ranAndWent,
 	}, {
 		name:     "a live event after the backlog",

@@ -4,312 +4,107 @@
 package pleg
 
 import (
-	"time"
-
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/internal/stream"
 )
 
-// relistState is what relisting remembers from one relist to the next:
-// what it knows of every pod, what the latest list saw, and the event
-// stream's hints waiting for a relist.
-//
-// It belongs to whoever holds Generator.relistMu: the relist loop, which
-// also applies the event stream's events, or a caller of Relist. Nothing
-// else reads or writes it. Inspection workers never touch it: they get the
-// pod to inspect and hand back what the runtime said, and the holder of
-// relistMu writes the cache, advances the records and delivers the events.
-type relistState struct {
-	records map[string]*podRecord
-	// pass numbers list passes, global and per-pod; a record seen by the
-	// latest pass has listedPass == pass.
-	pass uint64
-	// seen holds the records the latest list pass saw, in list order.
-	seen []*podRecord
-	// last is the record group last touched: runtimes tend to list a pod's
-	// items together, which spares a map lookup per item.
-	last *podRecord
-	// sandboxPods maps sandbox IDs to pod UIDs for containers that lack
-	// the pod UID label; built only when one does.
-	sandboxPods map[string]string
-	invalid     *invalidItems
-	hints       *hintBook
-	// prevRelist is the start of the global relist before the one, or the
-	// per-pod relist, running: what its records were last observed at.
-	prevRelist time.Time
-	// listing is the pod whose per-pod lists are in flight while the relist
-	// loop handles other pods' events (relistPodAsync): its own events are
-	// taken as hints, since what the lists return may be newer than them,
-	// or older, and must not be compared with records their payloads moved.
-	listing string
-	// catchingUp is set from the restore of what a Store kept until a
-	// global relist succeeds: a pod that this relist finds for the first
-	// time came while no generator watched.
-	catchingUp bool
-	// coveredSince is when the Store began keeping what was reported
-	// (Restored.Since): the runtime's backlog sent since is news.
-	coveredSince time.Time
-	// listingBack tells that listing's lists came back: its inspection
-	// may be in flight. Until then an event's payload may be applied, and
-	// overtake them (listingOvertaken): they are thrown away for a fresh
-	// relist of the pod (see Generator.listsOvertaken).
-	listingBack, listingOvertaken bool
-	// moved holds, while a global relist's lists are in flight, the pods
-	// whose records payloads moved meanwhile: that relist leaves them to
-	// relists of their own (see Generator.listAll). nil otherwise.
-	moved map[string]struct{}
-}
+// The state of a container or sandbox: what the records hold and compare,
+// what transitions go between, and what a container's life steps through.
 
-// group sorts the listed sandboxes and containers into pod records, as a
-// new list pass. With only set, items of other pods are ignored. With
-// skipRemoved (while the event stream is connected, held or not), so are
-// items already reported removed: a payload may report a removal before
-// the runtime's lists stop showing the item (containerd sends a sandbox's
-// DELETED just before its lists drop it), and IDs are never reused.
-// Without events a list is the newest word, and an ID that comes back is
-// reported again, as the kubelet does.
-// After it, seen holds the records the lists saw, in list order.
-func (st *relistState) group(
-	sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, only string, skipRemoved bool,
-) {
-	st.pass++
-	st.seen = st.seen[:0]
-	st.last = nil
-	for _, sb := range sandboxes {
-		switch {
-		case sb == nil:
-			st.invalid.report(st.pass, invalidNilItem, "sandbox", "")
-			continue
-		case sb.Id == "":
-			st.invalid.report(st.pass, invalidEmptyID, "sandbox", "", "pod", sb.GetMetadata().GetUid())
-			continue
-		case sb.Metadata == nil || sb.Metadata.Uid == "":
-			st.invalid.report(st.pass, invalidNilMetadata, "sandbox", sb.Id)
-			continue
-		}
-		md := sb.Metadata
-		if (only != "" && md.Uid != only) || (skipRemoved && st.hints.isRemoved(sb.Id)) {
-			continue
-		}
-		s, ok := sandboxState(sb.State)
-		if !ok {
-			st.invalid.report(st.pass, invalidUnknownState, "sandbox", sb.Id, "pod", md.Uid, "state", int32(sb.State))
-		}
-		rec := st.record(md.Uid, md.Name, md.Namespace)
-		rec.cur = append(rec.cur, entry{id: sb.Id, state: s, sandbox: true, sb: sb})
-		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			rec.runningSandbox = true
-		}
-	}
+// state is a container or sandbox state as the generator compares them.
+type state uint8
 
-	indexed := false
-	for _, c := range containers {
-		switch {
-		case c == nil:
-			st.invalid.report(st.pass, invalidNilItem, "container", "")
-			continue
-		case c.Id == "":
-			st.invalid.report(st.pass, invalidEmptyID, "container", "", "sandbox", c.PodSandboxId)
-			continue
-		}
-		uid := c.Labels[runtime.PodUIDLabel]
-		if uid == "" {
-			// The kubelet files such containers under an empty pod UID.
-			// Their sandbox knows their pod.
-			if !indexed {
-				st.indexSandboxes(sandboxes)
-				indexed = true
-			}
-			uid = st.sandboxPods[c.PodSandboxId]
-			if uid == "" {
-				st.invalid.report(st.pass, invalidNoPod, "container", c.Id, "sandbox", c.PodSandboxId)
-				continue
-			}
-		}
-		if (only != "" && uid != only) || (skipRemoved && st.hints.isRemoved(c.Id)) {
-			continue
-		}
-		name := c.GetMetadata().GetName()
-		if c.Metadata == nil {
-			name = c.Labels[runtime.ContainerNameLabel]
-			st.invalid.report(st.pass, invalidNilMetadata, "container", c.Id, "pod", uid)
-		}
-		s, ok := containerState(c.State)
-		if !ok {
-			st.invalid.report(st.pass, invalidUnknownState, "container", c.Id, "pod", uid, "state", int32(c.State))
-		}
-		rec := st.record(uid, c.Labels[runtime.PodNameLabel], c.Labels[runtime.PodNamespaceLabel])
-		rec.cur = append(rec.cur, entry{id: c.Id, name: name, state: s, c: c})
-	}
+const (
+	stateNonExistent state = iota
+	stateRunning
+	stateExited
+	// stateUnknown covers CRI's created and unknown states and any value
+	// the runtime sends that CRI does not define.
+	stateUnknown
+)
 
-	for _, rec := range st.seen {
-		for _, id := range rec.finishListing() {
-			st.invalid.report(st.pass, invalidDuplicateID, "item", id, "pod", rec.uid)
-		}
+// item is the state as the removal watch follows it.
+func (s state) item() stream.ItemState {
+	switch s {
+	case stateRunning:
+		return stream.ItemRunning
+	case stateExited:
+		return stream.ItemExited
+	case stateNonExistent:
+		return stream.ItemRemoved
+	default:
+		return stream.ItemOther
 	}
 }
 
-// record returns the record of pod uid for the current list pass, creating
-// it for a pod not seen before, and checks that the pod keeps one name.
-func (st *relistState) record(uid, name, namespace string) *podRecord {
-	rec := st.last
-	if rec == nil || rec.uid != uid {
-		var ok bool
-		if rec, ok = st.records[uid]; !ok {
-			rec = &podRecord{uid: uid, restored: st.catchingUp}
-			st.records[uid] = rec
-		}
-		st.last = rec
-	}
-	if rec.listedPass != st.pass {
-		rec.startListing(st.pass)
-		st.seen = append(st.seen, rec)
-	}
-	switch {
-	case rec.name == "" && rec.namespace == "":
-		rec.name, rec.namespace = name, namespace
-	case name != "" && (name != rec.name || namespace != rec.namespace):
-		st.invalid.report(
-			st.pass,
-			invalidPodNameConflict,
-			"pod",
-			uid,
-			"name",
-			rec.namespace+"/"+rec.name,
-			"otherName",
-			namespace+"/"+name,
-		)
-	}
-	return rec
-}
-
-func (st *relistState) indexSandboxes(sandboxes []*runtimeapi.PodSandbox) {
-	clear(st.sandboxPods)
-	for _, sb := range sandboxes {
-		if uid := sb.GetMetadata().GetUid(); uid != "" && sb.GetId() != "" {
-			st.sandboxPods[sb.Id] = uid
-		}
+func (s state) String() string {
+	switch s {
+	case stateRunning:
+		return "running"
+	case stateExited:
+		return "exited"
+	case stateUnknown:
+		return "unknown"
+	default:
+		return "non-existent"
 	}
 }
 
-// dropListItems lets go of the list items the records point to, which
-// only inspection needed: until the next relist, the whole list would
-// stay in memory for nothing (at 10,000 pods, over 100 MB).
-func (st *relistState) dropListItems() {
-	for _, rec := range st.seen {
-		for i := range rec.cur {
-			rec.cur[i].sb, rec.cur[i].c = nil, nil
+// Ranks order the steps of a container's or sandbox's life: it is created
+// (unknown), runs, exits and is removed, and never goes back. A later
+// observation of one container never ranks lower than an earlier one.
+const (
+	rankNone = iota // not created yet
+	rankCreated
+	rankRunning
+	rankExited
+	rankRemoved
+)
+
+// rank places a state in a container's life; non-existent is rankNone
+// before the container was seen, and rankRemoved after (after true).
+func (s state) rank(after bool) int {
+	switch s {
+	case stateUnknown:
+		return rankCreated
+	case stateRunning:
+		return rankRunning
+	case stateExited:
+		return rankExited
+	default:
+		if after {
+			return rankRemoved
 		}
+		return rankNone
 	}
 }
 
-// podOf returns the pod an event is about: its sandbox's, the one an
-// earlier event tied its ID to, or the one whose record knows the ID.
-func (st *relistState) podOf(ev *runtimeapi.ContainerEventResponse) string {
-	if uid := ev.GetPodSandboxStatus().GetMetadata().GetUid(); uid != "" {
-		return uid
+// containerState maps a CRI container state; ok is false for a value CRI
+// does not define, which counts as unknown.
+func containerState(s runtimeapi.ContainerState) (st state, ok bool) {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return stateRunning, true
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return stateExited, true
+	case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_UNKNOWN:
+		// The kubelet does not act on created containers yet: unknown.
+		return stateUnknown, true
+	default:
+		return stateUnknown, false
 	}
-	return st.podOfID(ev.GetContainerId())
 }
 
-// podOfID returns the pod of a container or sandbox ID, or "". Events
-// without a sandbox status are rare (containerd's for a sandbox it
-// removed); the walk over the records is for them.
-func (st *relistState) podOfID(id string) string {
-	if uid := st.hints.ownerOf(id); uid != "" || id == "" {
-		return uid
+// sandboxState maps a CRI sandbox state: a ready sandbox runs, a not-ready
+// one has exited.
+func sandboxState(s runtimeapi.PodSandboxState) (st state, ok bool) {
+	switch s {
+	case runtimeapi.PodSandboxState_SANDBOX_READY:
+		return stateRunning, true
+	case runtimeapi.PodSandboxState_SANDBOX_NOTREADY:
+		return stateExited, true
+	default:
+		return stateUnknown, false
 	}
-	for uid, rec := range st.records {
-		if rec.knows(id, true) || rec.knows(id, false) {
-			return uid
-		}
-	}
-	return ""
-}
-
-// podWork is a pod to reconcile.
-type podWork struct {
-	rec         *podRecord
-	transitions []transition
-	reinspect   bool
-	gone        bool
-	// pod is what to inspect, taken from the record before inspection
-	// workers start; nil for a pod that is gone.
-	pod *runtime.Pod
-	// shortLived counts the events of containers only the event stream
-	// saw, among the transitions.
-	shortLived int
-	// untold are the IDs of the removals among the transitions that no
-	// event told, by kind.
-	untold [numRemovalKinds][]string
-}
-
-// plan decides which pods a global relist reconciles: those whose
-// containers changed since their last reconcile, those it did not list
-// (gone), those due for re-inspection (reinspect) or with watch conditions
-// (watched), and pods the event stream reported that no list has held,
-// born and gone in between. It consumes the hints of every pod it looks at,
-// and leaves the pods in skip alone.
-func (st *relistState) plan(reinspect, watched, skip map[string]struct{}, now time.Time) []podWork {
-	pending := st.hints.hinted()
-	for uid := range skip {
-		delete(pending, uid)
-	}
-	hints := func(rec *podRecord) hinted {
-		if _, ok := pending[rec.uid]; !ok {
-			return hinted{}
-		}
-		delete(pending, rec.uid)
-		return st.hints.take(rec.uid, rec.sees, now)
-	}
-	var work []podWork
-	for _, rec := range st.seen {
-		if _, ok := skip[rec.uid]; ok {
-			continue
-		}
-		_, flagged := reinspect[rec.uid]
-		_, hasConditions := watched[rec.uid]
-		if w, ok := workFor(rec, false, flagged, hasConditions, hints(rec)); ok {
-			work = append(work, w)
-		}
-	}
-	for _, rec := range st.records {
-		if _, ok := skip[rec.uid]; ok {
-			continue
-		}
-		if rec.listedPass != st.pass {
-			rec.vanish()
-			_, flagged := reinspect[rec.uid]
-			w, _ := workFor(rec, true, flagged, false, hints(rec))
-			work = append(work, w)
-		}
-	}
-	for uid, ph := range pending {
-		rec := &podRecord{uid: uid, name: ph.name, namespace: ph.namespace}
-		if w, ok := workFor(rec, true, false, false, st.hints.take(uid, rec.sees, now)); ok && len(w.transitions) > 0 {
-			work = append(work, w)
-		}
-	}
-	return work
-}
-
-// workFor decides whether rec needs reconciling: a container changed, the
-// pod is gone, it is due for re-inspection, it has watch conditions, or
-// hints report containers the lists never saw.
-func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (podWork, bool) {
-	w := podWork{rec: rec, gone: gone, reinspect: reinspect}
-	if gone || !rec.unchanged() {
-		ts := rec.transitions()
-		w.untold = untoldRemovals(ts, h.seen)
-		for _, t := range ts {
-			t.afterRestart = rec.restored
-			w.transitions = append(w.transitions, expand(t, h.seen[hintKey{t.id, t.sandbox}])...)
-		}
-	}
-	w.transitions = append(w.transitions, h.extra...)
-	for _, t := range h.extra {
-		w.shortLived += deliverable(t.old, t.new)
-	}
-	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions || rec.restored
 }

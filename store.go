@@ -103,18 +103,6 @@ func stateOfReport(s ItemState) (state, error) {
 	}
 }
 
-// report is what the record says was last reported of its pod.
-func (r *podRecord) report() PodReport {
-	p := PodReport{UID: r.uid, Name: r.name, Namespace: r.namespace}
-	if len(r.old) > 0 {
-		p.Items = make([]ItemReport, len(r.old))
-	}
-	for i, e := range r.old {
-		p.Items[i] = ItemReport{ID: e.id, Name: e.name, Sandbox: e.sandbox, State: e.state.report()}
-	}
-	return p
-}
-
 // restoreRecords turns a store's reports into records, each marked
 // restored so that its first relist inspects it, fills the cache and
 // marks what changed meanwhile.
@@ -177,13 +165,4 @@ func (m *MemoryStore) Commit(_ []Event, pods []PodReport) error {
 		m.pods[p.UID] = p
 	}
 	return nil
-}
-
-// criTime is a CRI timestamp, in nanoseconds since the epoch, as a time;
-// zero for none.
-func criTime(ns int64) time.Time {
-	if ns <= 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
 }

@@ -5,280 +5,23 @@ package pleg
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"sync"
+	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 
-	"github.com/plegkit/pleg/metrics"
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
-
-// scriptedSource answers each GetContainerEvents with the next of its
-// attempts: an error, or a stream that sends events and then ends with an
-// error after a while (or stays open while after is zero).
-type scriptedSource struct {
-	mu       sync.Mutex
-	attempts []attempt
-	opened   []time.Time
-}
-
-type attempt struct {
-	err    error
-	events []*runtimeapi.ContainerEventResponse
-	after  time.Duration
-	end    error
-}
-
-func (s *scriptedSource) GetContainerEvents(ctx context.Context) (runtime.EventStream, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.opened = append(s.opened, time.Now())
-	if len(s.attempts) == 0 {
-		return nil, status.Error(codes.Unavailable, "no more attempts scripted")
-	}
-	a := s.attempts[0]
-	s.attempts = s.attempts[1:]
-	if a.err != nil {
-		return nil, a.err
-	}
-	return &scriptedStream{ctx: ctx, a: a}, nil
-}
-
-func (s *scriptedSource) openedAt() []time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.opened...)
-}
-
-type scriptedStream struct {
-	ctx context.Context
-	a   attempt
-	i   int
-}
-
-func (s *scriptedStream) Recv() (*runtimeapi.ContainerEventResponse, error) {
-	if s.i < len(s.a.events) {
-		s.i++
-		return s.a.events[s.i-1], nil
-	}
-	if s.a.after == 0 {
-		<-s.ctx.Done()
-		return nil, s.ctx.Err()
-	}
-	select {
-	case <-time.After(s.a.after):
-		return nil, s.a.end
-	case <-s.ctx.Done():
-		return nil, s.ctx.Err()
-	}
-}
-
-type supervised struct {
-	s       *streamSupervisor
-	mu      sync.Mutex
-	events  []string
-	changes []string
-}
-
-func supervise(t *testing.T, src runtime.EventSource, mode Mode) *supervised {
-	t.Helper()
-	m, err := metrics.NewPLEG(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := Options{Mode: mode, Clock: clock.RealClock{}, Logger: slog.New(slog.DiscardHandler)}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv := &supervised{s: newStreamSupervisor(src, opts, m)}
-	sv.s.deliver = func(ev *runtimeapi.ContainerEventResponse, _ time.Time) {
-		sv.mu.Lock()
-		defer sv.mu.Unlock()
-		sv.events = append(sv.events, ev.GetContainerId())
-	}
-	sv.s.changed = func(up, opened bool) {
-		sv.mu.Lock()
-		defer sv.mu.Unlock()
-		switch {
-		case up:
-			sv.changes = append(sv.changes, "up")
-		case opened:
-			sv.changes = append(sv.changes, "ended")
-		default:
-			sv.changes = append(sv.changes, "failed")
-		}
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sv.s.run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return sv
-}
-
-func (sv *supervised) seen() (events, changes []string) {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	return append([]string(nil), sv.events...), append([]string(nil), sv.changes...)
-}
-
-func evt(id string) *runtimeapi.ContainerEventResponse {
-	return &runtimeapi.ContainerEventResponse{ContainerId: id}
-}
-
-func TestStreamSupervisor(t *testing.T) {
-	unavailable := status.Error(codes.Unavailable, "connection refused")
-	for _, tc := range []struct {
-		name     string
-		mode     Mode
-		attempts []attempt
-		// wait is how long to let it run.
-		wait time.Duration
-		// gaps are the pauses before each attempt after the first, within
-		// the ±20% jitter.
-		gaps        []time.Duration
-		events      []string
-		changes     []string
-		connected   bool
-		unsupported bool
-	}{
-		{
-			name:     "failures back off, doubling",
-			attempts: []attempt{{err: unavailable}, {err: unavailable}, {err: unavailable}, {}},
-			wait:     time.Second,
-			gaps:     []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
-			changes:  []string{"failed", "failed", "failed", "up"},
-
-			connected: true,
-		},
-		{
-			name: "a stream that held reconnects at once",
-			attempts: []attempt{
-				{events: []*runtimeapi.ContainerEventResponse{evt("a"), evt("b")}, after: time.Minute, end: io.EOF},
-				{events: []*runtimeapi.ContainerEventResponse{evt("c")}},
-			},
-			wait:      2 * time.Minute,
-			gaps:      []time.Duration{time.Minute},
-			events:    []string{"a", "b", "c"},
-			changes:   []string{"up", "ended", "up"},
-			connected: true,
-		},
-		{
-			name:        "no stream: Unimplemented waits NoStreamRetry in auto mode",
-			mode:        ModeAuto,
-			attempts:    []attempt{{err: status.Error(codes.Unimplemented, "unknown method GetContainerEvents")}, {}},
-			wait:        6 * time.Minute,
-			gaps:        []time.Duration{5 * time.Minute},
-			changes:     []string{"failed", "up"},
-			connected:   true,
-			unsupported: false,
-		},
-		{
-			name:        "no stream: closed at once, as CRI-O with pod events off",
-			mode:        ModeAuto,
-			attempts:    []attempt{{after: time.Millisecond, end: io.EOF}},
-			wait:        time.Minute,
-			changes:     []string{"up", "ended"},
-			unsupported: true,
-		},
-		{
-			name:     "no stream in evented mode is a fault: retried with backoff",
-			mode:     ModeEvented,
-			attempts: []attempt{{err: status.Error(codes.Unimplemented, "no")}, {}},
-			wait:     time.Second,
-			gaps:     []time.Duration{100 * time.Millisecond},
-			changes:  []string{"failed", "up"},
-
-			connected: true,
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				src := &scriptedSource{attempts: tc.attempts}
-				mode := tc.mode
-				if mode == "" {
-					mode = ModeAuto
-				}
-				sv := supervise(t, src, mode)
-				time.Sleep(tc.wait)
-				synctest.Wait()
-				opened := src.openedAt()
-				if len(opened) != len(tc.gaps)+1 {
-					t.Fatalf("%d attempts at %v, want %d", len(opened), opened, len(tc.gaps)+1)
-				}
-				for i, want := range tc.gaps {
-					gap := opened[i+1].Sub(opened[i])
-					if gap < want*8/10 || gap > want*12/10 {
-						t.Errorf("attempt %d came %v after the one before, want %v ±20%%", i+2, gap, want)
-					}
-				}
-				events, changes := sv.seen()
-				if !equalStrings(events, tc.events) || !equalStrings(changes, tc.changes) {
-					t.Errorf("events %v and changes %v, want %v and %v", events, changes, tc.events, tc.changes)
-				}
-				connected, _, _, unsupported := sv.s.snapshot()
-				if connected != tc.connected || unsupported != tc.unsupported {
-					t.Errorf("connected %v, unsupported %v; want %v, %v", connected, unsupported, tc.connected, tc.unsupported)
-				}
-			})
-		})
-	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// TestStreamRetriesAtOnceWhenTheRuntimeAnswers: after a long outage the
-// backoff has grown to its cap; the first list that succeeds again retries
-// the stream at once instead of waiting it out.
-func TestStreamRetriesAtOnceWhenTheRuntimeAnswers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// Out of scripted attempts, the source refuses every stream.
-		src := &scriptedSource{}
-		sv := supervise(t, src, ModeAuto)
-		// 100ms, 200ms, ... 25.6s, then 30s: the backoff is at its cap.
-		time.Sleep(2 * time.Minute)
-		synctest.Wait()
-		n := len(src.openedAt())
-		src.mu.Lock()
-		src.attempts = []attempt{{}}
-		src.mu.Unlock()
-		sv.s.retryNow()
-		synctest.Wait()
-		opened := src.openedAt()
-		if len(opened) != n+1 || !opened[n].Equal(time.Now()) {
-			t.Fatalf("attempts %d then %d, the last at %v; want one more, now (%v)", n, len(opened), opened[len(opened)-1], time.Now())
-		}
-		if c, _, _, _ := sv.s.snapshot(); !c {
-			t.Error("not connected after the retry")
-		}
-	})
-}
 
 // downRuntime is a runtime that can go down: every call fails while down.
 type downRuntime struct {
@@ -338,49 +81,116 @@ func TestStreamBackAsSoonAsTheRuntime(t *testing.T) {
 	})
 }
 
-// TestUntoldRemovals: a removal a relist found counts as untold only if
-// its DELETED neither came within untoldGrace before nor comes within it
-// after: containerd sends a pod's container DELETEDs before its sandbox's,
-// and a relist may list or inspect between. Three untold make a kind of
-// removal untold, whatever the runtime is known to do.
-func TestUntoldRemovals(t *testing.T) {
-	m, err := metrics.NewPLEG(nil)
-	if err != nil {
-		t.Fatal(err)
+// TestFailedRelistIsRetried: while events drive, a pod whose relist
+// failed, its lists or its inspection, is relisted again after a backoff:
+// its events come within seconds, and its cache entry is confirmed, not a
+// safety-net period (an hour here) late.
+func TestFailedRelistIsRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		op       fakeruntime.Op
+		failures int
+		// within is how long the retries may take: a second failure of the
+		// lists waits for the probe's pace, as the runtime may be down.
+		within time.Duration
+	}{
+		{"inspection fails twice", runtime.OpContainerStatus, 2, time.Second},
+		{"the pod's lists fail once", runtime.OpListContainers, 1, time.Second},
+		{"the pod's lists fail twice", runtime.OpListContainers, 2, stream.RetryCap + 2*time.Second},
+	} {
+		for _, path := range eventPaths {
+			t.Run(tc.name+"/"+path.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					e := newEventedEnvWith(t, path.opt, webPod(ctr("c1", running)))
+					e.settle()
+					_ = e.rt.SetContainerState("c1", exited, 3)
+					for range tc.failures {
+						e.rt.InjectError(tc.op, status.Error(codes.Unavailable, "busy"))
+					}
+					e.emit("web", "c1", evStopped)
+					e.wait(tc.within)
+					if want := []ev{diedEv("web", "c1")}; !slices.Equal(e.got, want) {
+						t.Errorf("events %v, want %v", e.got, want)
+					}
+					retries := tc.failures
+					if tc.op == runtime.OpContainerStatus && path.name == "payloads" {
+						// The payload moved the record: the relist that
+						// confirms it finds nothing to inspect.
+						retries = 0
+					}
+					if got := testutil.ToFloat64(e.g.metrics.InspectionRetries); got != float64(retries) {
+						t.Errorf("%v retries, want %d", got, retries)
+					}
+					s := e.g.Status()
+					if len(s.FailingPods) > 0 || !s.ListFailingSince.IsZero() {
+						t.Errorf("still failing: %+v", s)
+					}
+					// The relist, not only the payload, wrote the cache.
+					if st, _ := e.g.Cache().Get("web"); st.FindContainerByID("c1").GetExitCode() != 3 {
+						t.Errorf("cache %v", st)
+					}
+					if n := e.g.stream.PendingRetries(); n != 0 {
+						t.Errorf("%d retries pending", n)
+					}
+				})
+			})
+		}
 	}
-	opts, err := Options{Clock: clock.RealClock{}, Logger: slog.New(slog.DiscardHandler)}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newStreamSupervisor(nil, opts, m)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s.up(t0, nil) // a stream that says nothing: the runtime is not known
-	s.removalTold("known", containerRemovals, true, t0)
-	since := t0.Add(time.Second)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+}
 
-	// Told before the relist found it, told after, and untold.
-	s.removalTold("c1", containerRemovals, false, at(2*time.Second))
-	s.removalsUntold(containerRemovals, []string{"c1", "c2", "c3"}, since, at(3*time.Second))
-	s.removalTold("c2", containerRemovals, false, at(4*time.Second))
-	if !s.tellsRemovals(containerRemovals, at(10*time.Second)) {
-		t.Fatal("one removal untold made containers' untold")
+// TestRetriesWhileTheRuntimeFails: while the runtime's lists fail (and its
+// event stream holds), the pods whose relists failed wait: one retry in
+// stream.RetryCap probes the runtime, not each pod at its own pace. When
+// it answers again, every pod's events come within a few seconds.
+func TestRetriesWhileTheRuntimeFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pods = 20
+		var all []fakeruntime.Pod
+		for i := range pods {
+			uid := fmt.Sprintf("p%02d", i)
+			all = append(all, fakeruntime.Pod{UID: uid, Name: uid, Namespace: "ns",
+				Sandboxes:  []fakeruntime.Sandbox{{ID: "sb-" + uid, State: ready}},
+				Containers: []fakeruntime.Container{{ID: "c-" + uid, Name: "app", SandboxID: "sb-" + uid, State: running}}})
+		}
+		e := newEventedEnvWith(t, hintOnly, all...)
+		e.settle()
+		e.rt.SetOpError(runtime.OpListPodSandbox, status.Error(codes.Unavailable, "down"))
+		e.rt.ResetCalls()
+		var want []ev
+		for _, p := range all {
+			id := p.Containers[0].ID
+			_ = e.rt.SetContainerState(id, exited, 1)
+			e.emit(p.UID, id, evStopped)
+			want = append(want, diedEv(p.UID, id))
+		}
+		e.wait(time.Minute)
+		t.Logf("%d lists in a minute", e.rt.Calls(runtime.OpListPodSandbox))
+		// Each pod's relist, then a probe every 4 to 6 s.
+		if n := e.rt.Calls(runtime.OpListPodSandbox); n > pods+int(time.Minute/(4*time.Second))+1 {
+			t.Errorf("%d lists in a minute of a runtime down, for %d pods", n, pods)
+		}
+		if n := e.g.stream.PendingRetries(); n > pods {
+			t.Errorf("%d retries pending for %d pods", n, pods)
+		}
+		if len(e.got) > 0 {
+			t.Errorf("events while the runtime is down: %v", e.got)
+		}
+
+		e.rt.SetOpError(runtime.OpListPodSandbox, nil)
+		e.wait(2*stream.RetryCap + time.Second)
+		slices.SortFunc(e.got, func(a, b ev) int { return compareEv(a, b) })
+		if !slices.Equal(e.got, want) {
+			t.Errorf("events once the runtime answers:\n got  %v\n want %v", e.got, want)
+		}
+	})
+}
+
+func compareEv(a, b ev) int {
+	switch {
+	case a.pod < b.pod:
+		return -1
+	case a.pod > b.pod:
+		return 1
 	}
-	s.removalsUntold(containerRemovals, []string{"c4", "c5"}, since, at(11*time.Second))
-	if !s.tellsRemovals(containerRemovals, at(12*time.Second)) {
-		t.Error("untold before their grace ran out")
-	}
-	if s.tellsRemovals(containerRemovals, at(11*time.Second+untoldGrace)) {
-		t.Error("three removals untold, and containers' still taken as told")
-	}
-	if s.tellsRemovals(podRemovals, at(20*time.Second)) {
-		t.Error("pod removals of a runtime not known, none seen, taken as told")
-	}
-	// Items observed before the stream connected count for nothing.
-	s.up(at(time.Minute), nil)
-	s.removalTold("x", podRemovals, true, at(time.Minute))
-	s.removalsUntold(podRemovals, []string{"p1", "p2", "p3"}, at(30*time.Second), at(time.Minute+time.Second))
-	if !s.tellsRemovals(podRemovals, at(2*time.Minute)) {
-		t.Error("removals of items last observed before the stream connected counted")
-	}
+	return 0
 }

@@ -17,85 +17,6 @@ import (
 // ErrSubscriptionClosed is returned by Next once the subscription is closed.
 var ErrSubscriptionClosed = errors.New("subscription closed")
 
-// podRef names a pod in events.
-type podRef struct {
-	uid, name, namespace string
-}
-
-func (r podRef) event(typ EventType, observed time.Time) Event {
-	return Event{Type: typ, PodUID: r.uid, PodName: r.name, PodNamespace: r.namespace, Observed: observed}
-}
-
-// appendTransition appends the events t delivers: the kubelet's table
-// without ContainerChanged.
-func (r podRef) appendTransition(out []Event, t transition, observed time.Time) []Event {
-	types, n := transitionEvents(t.old, t.new)
-	for _, typ := range types[:n] {
-		if typ == ContainerChanged {
-			continue
-		}
-		ev := r.event(typ, observed)
-		ev.ContainerID, ev.ContainerName, ev.Sandbox = t.id, t.name, t.sandbox
-		if t.afterRestart {
-			ev.AfterRestart, ev.StartedAt, ev.FinishedAt = true, criTime(t.started), criTime(t.finished)
-		}
-		if d := t.detail; d != nil && !t.sandbox {
-			ev.Image, ev.Attempt = d.image, &d.attempt
-			// Only an exit the runtime reported: a container that vanished
-			// unseen dies without one, its detail being of its start. A
-			// folded Died (subscription) keeps the exit it folded in.
-			if typ == ContainerDied && d.exited {
-				ev.ExitCode, ev.Reason, ev.Message = &d.exitCode, d.reason, d.message
-				if ev.FinishedAt.IsZero() {
-					ev.FinishedAt = criTime(d.finished)
-				}
-			}
-		}
-		out = append(out, ev)
-	}
-	return out
-}
-
-// podChange is what one reconcile of one pod produced: the container
-// transitions, in the kubelet's order, and the pod-level events.
-type podChange struct {
-	podRef
-	observed     time.Time
-	transitions  []transition
-	podSync      bool
-	conditionMet bool
-}
-
-// events returns the change as the events the kubelet would send, in order.
-func (c *podChange) events() []Event {
-	// Sized at once: an Event is some 250 bytes, and growing the slice
-	// by appending would allocate it about twice over.
-	n := 0
-	for _, t := range c.transitions {
-		n += deliverable(t.old, t.new)
-	}
-	if c.podSync {
-		n++
-	}
-	if c.conditionMet {
-		n++
-	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]Event, 0, n)
-	for _, t := range c.transitions {
-		out = c.appendTransition(out, t, c.observed)
-	}
-	if c.podSync {
-		out = append(out, c.event(PodSync, c.observed))
-	}
-	if c.conditionMet {
-		out = append(out, c.event(ConditionMet, c.observed))
-	}
-	return out
-}
-
 // fanout delivers each pod change to the Watch channel and to every
 // subscription. It never blocks the generator.
 type fanout struct {
@@ -154,15 +75,8 @@ func (f *fanout) publish(c *podChange, events []Event) {
 			case f.watch <- ev:
 			default:
 				f.metrics.DiscardEvents.Inc()
-				f.log.Error(
-					"Event channel is full, discard this relist() cycle event",
-					"pod",
-					ev.PodUID,
-					"type",
-					ev.Type,
-					"containerID",
-					ev.ContainerID,
-				)
+				f.log.Error("Event channel is full, discard this relist() cycle event", "pod", ev.PodUID, "type", ev.Type,
+					"containerID", ev.ContainerID)
 			}
 		}
 	}

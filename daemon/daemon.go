@@ -32,6 +32,7 @@ import (
 	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
+	"github.com/plegkit/pleg/otlpexport"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -75,6 +76,9 @@ type Config struct {
 	// 32 MiB.
 	EventBuffer      int
 	EventBufferBytes int64
+	// EventRetention, if positive, also drops events older than that
+	// (journal.Options.Retention); zero keeps them however old.
+	EventRetention time.Duration
 	// StateDir keeps the journal (the events, numbered, and what was last
 	// reported of every container) across restarts; empty keeps it in
 	// memory, and a restart reports every container again. See package
@@ -104,6 +108,9 @@ type Config struct {
 	// FlightRecorder keeps the runtime's and the host's state at the
 	// onset of an incident, in StateDir.
 	FlightRecorder FlightRecorder
+	// OTLP, with an endpoint, exports the journal's events to an
+	// OpenTelemetry Collector as log records.
+	OTLP OTLP
 }
 
 // Daemon is an assembled daemon. Create it with New, then Run it.
@@ -119,6 +126,7 @@ type Daemon struct {
 	build    *metrics.BuildInfo
 	// Recorder is the flight recorder, or nil when it is off.
 	Recorder *flightrec.Recorder
+	exporter *otlpexport.Exporter
 }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
@@ -147,7 +155,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	jopts := journal.Options{
 		Dir: cfg.StateDir, MaxEvents: cfg.EventBuffer, MaxBytes: cfg.EventBufferBytes, Sync: cfg.StateSync,
-		Logger: cfg.Logger, Registerer: reg,
+		Retention: cfg.EventRetention, Logger: cfg.Logger, Registerer: reg,
 	}
 	if cfg.StateDir != "" {
 		jopts.Runtime, jopts.RuntimeUnconfirmed = identify(cfg.Runtime, cfg.IdentifyTimeout, cfg.Logger)
@@ -160,7 +168,13 @@ func New(cfg Config) (*Daemon, error) {
 	if err := d.assemble(ops); err != nil {
 		return nil, errors.Join(err, jn.Close())
 	}
+	if err := d.newExporter(); err != nil {
+		return nil, errors.Join(fmt.Errorf("otlp export: %w", err), jn.Close())
+	}
 	if err := d.listen(conns); err != nil {
+		if d.exporter != nil {
+			_ = d.exporter.Close() // never ran: nothing to lose
+		}
 		return nil, errors.Join(err, jn.Close())
 	}
 	return d, nil
@@ -416,6 +430,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopKube := startKube(d.kube, d.cfg.Logger)
 	stopVersion := d.startVersionWatch()
 	stopRecorder := startRecorder(d.Recorder, d.cfg.Logger)
+	stopExporter := d.startExporter()
 
 	served := make(chan error, len(d.servers))
 	for _, s := range d.servers {
@@ -465,6 +480,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopVersion()
 	stopRecorder()
 	d.Gen.Stop()
+	stopExporter()
 	if jerr := d.Journal.Close(); jerr != nil {
 		d.cfg.Logger.Error("Closing the journal", "err", jerr)
 	}

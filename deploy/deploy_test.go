@@ -283,7 +283,7 @@ var selector = regexp.MustCompile(`(?:^|[^:\w])((?:kubelet|pleg)_\w*|up\b)(\{[^}
 
 // checkAlert checks what a receiver of the alert gets: a severity, a
 // summary, a description, and a runbook in this repository (whose section
-// TestRunbookURLs, in the root package, checks exists).
+// TestRunbookURLs, in test/docs, checks exists).
 func checkAlert(t *testing.T, rule promtest.RuleSpec) {
 	t.Helper()
 	if rule.For == "" {

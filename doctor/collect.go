@@ -23,6 +23,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/plegkit/pleg/internal/crilist"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/cri"
 )
@@ -458,50 +459,15 @@ func (d *diagnosis) sandboxStatus(resp *runtimeapi.PodSandboxStatusResponse) {
 	}
 }
 
-// groupPods groups the listed items by pod UID as the kubelet does:
-// sandboxes by their metadata, containers by their pod-UID label or else
-// by their sandbox. Items it cannot place are left out, as the kubelet
-// leaves them. Pods are sorted by namespace, name and UID.
+// groupPods groups the listed items by pod UID as the kubelet does
+// (crilist.Group), sorted for the report: pods by namespace, name and UID,
+// each pod's sandboxes newest first, the order the kubelet inspects them.
 func groupPods(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) []*podItems {
-	byUID := make(map[string]*podItems)
-	sandboxPod := make(map[string]string, len(sandboxes))
-	get := func(uid, name, namespace string) *podItems {
-		p := byUID[uid]
-		if p == nil {
-			p = &podItems{ref: PodRef{UID: uid}}
-			byUID[uid] = p
-		}
-		if p.ref.Name == "" {
-			p.ref.Name, p.ref.Namespace = name, namespace
-		}
-		return p
-	}
-	for _, sb := range sandboxes {
-		md := sb.GetMetadata()
-		if md.GetUid() == "" || sb.GetId() == "" {
-			continue
-		}
-		sandboxPod[sb.GetId()] = md.GetUid()
-		p := get(md.GetUid(), md.GetName(), md.GetNamespace())
-		p.sandboxes = append(p.sandboxes, sb)
-	}
-	for _, c := range containers {
-		if c.GetId() == "" {
-			continue
-		}
-		uid := c.GetLabels()[runtime.PodUIDLabel]
-		if uid == "" {
-			uid = sandboxPod[c.GetPodSandboxId()]
-		}
-		if uid == "" {
-			continue
-		}
-		p := get(uid, c.GetLabels()[runtime.PodNameLabel], c.GetLabels()[runtime.PodNamespaceLabel])
-		p.containers = append(p.containers, c)
-	}
-	pods := make([]*podItems, 0, len(byUID))
-	for _, p := range byUID {
-		// The kubelet inspects the newest sandbox first.
+	grouped := crilist.Group(sandboxes, containers)
+	pods := make([]*podItems, 0, len(grouped))
+	for _, g := range grouped {
+		p := &podItems{ref: PodRef{UID: g.UID, Name: g.Name, Namespace: g.Namespace}, sandboxes: g.Sandboxes,
+			containers: g.Containers}
 		slices.SortStableFunc(p.sandboxes, func(a, b *runtimeapi.PodSandbox) int {
 			return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()), cmp.Compare(a.GetId(), b.GetId()))
 		})

@@ -61,6 +61,10 @@ type Options struct {
 	// 65,536 and 32 MiB.
 	MaxEvents int
 	MaxBytes  int64
+	// Retention, if positive, also drops the events observed longer ago
+	// than that, and the segments that held only those: whichever of the
+	// three bounds is reached first. Zero keeps events however old.
+	Retention time.Duration
 	// Sync is how often writes are forced to disk: a period (default 1 s),
 	// SyncAlways or SyncNever. A machine that goes down loses what was
 	// written since the last sync; a killed process loses nothing.
@@ -126,6 +130,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Sync < SyncNever {
 		errs = append(errs, fmt.Errorf("sync %v: want a period, SyncAlways or SyncNever", o.Sync))
 	}
+	if o.Retention < 0 {
+		errs = append(errs, fmt.Errorf("retention %v: must be 0 (off) or more", o.Retention))
+	}
 	if o.SegmentBytes < 1 {
 		errs = append(errs, fmt.Errorf("segment bytes %d: must be at least 1", o.SegmentBytes))
 	}
@@ -138,6 +145,8 @@ type Journal struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
+	// id names the journal; see ID.
+	id string
 
 	mu     sync.Mutex
 	ring   *ring
@@ -166,6 +175,9 @@ type Journal struct {
 
 	stopSync chan struct{}
 	syncDone chan struct{}
+
+	stopExpire chan struct{}
+	expireDone chan struct{}
 }
 
 var _ pleg.Store = (*Journal)(nil)
@@ -197,10 +209,28 @@ func Open(opts Options) (*Journal, error) {
 	} else {
 		j.open()
 	}
+	// A journal that does not write to its directory (another pleg holds
+	// it, or it cannot be written) numbers from the clock on its own: it
+	// takes an ID of its own too, and leaves the directory's alone.
+	dir := opts.Dir
+	if j.w == nil {
+		dir = ""
+	}
+	id, err := loadID(dir)
+	if err != nil {
+		j.log.Warn("The journal's ID could not be kept in its directory: this run has an ID of its own, and "+
+			"consumers downstream see its events as another journal's", "dir", opts.Dir, "err", err)
+	}
+	j.id = id
+	j.expire()
 	j.updateGauges()
 	if j.w != nil && opts.Sync > 0 {
 		j.stopSync, j.syncDone = make(chan struct{}), make(chan struct{})
 		go j.syncLoop()
+	}
+	if opts.Retention > 0 {
+		j.stopExpire, j.expireDone = make(chan struct{}), make(chan struct{})
+		go j.expireLoop()
 	}
 	return j, nil
 }
@@ -264,6 +294,7 @@ func (j *Journal) Commit(events []pleg.Event, pods []pleg.PodReport) error {
 		j.ring.push(Entry{Seq: j.next + uint64(i), Event: events[i]}, eventSize(&events[i]))
 	}
 	j.next += uint64(len(events))
+	j.expire()
 	if j.w != nil {
 		j.w.dropSegmentsUpTo(j.ring.floor)
 	} else if j.head != nil && len(events) > 0 {
@@ -298,9 +329,16 @@ func (j *Journal) degrade(err error) {
 // ahead of it (from a store set aside, or a journal in memory restarted),
 // gets a gap first.
 func (j *Journal) Read(after uint64, limit int) ([]Entry, <-chan struct{}) {
+	return j.ReadAppend(nil, after, limit)
+}
+
+// ReadAppend is Read appending to dst[:0]: a reader of the whole journal
+// (GET /v1/history) reuses one batch's memory.
+func (j *Journal) ReadAppend(dst []Entry, after uint64, limit int) ([]Entry, <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var out []Entry
+	j.expire()
+	out := dst[:0]
 	floor := j.ring.floor
 	switch {
 	case after == 0:
@@ -312,7 +350,16 @@ func (j *Journal) Read(after uint64, limit int) ([]Entry, <-chan struct{}) {
 		out = append(out, Entry{Seq: floor, Gap: true, From: after + 1, To: floor})
 		after = floor
 	}
-	return append(out, j.ring.after(after, limit-len(out))...), j.grew
+	return j.ring.appendAfter(out, after, limit-len(out)), j.grew
+}
+
+// Floor returns the number of the last entry dropped to keep the
+// journal within its bounds: a reader resuming after an earlier number
+// has missed events, and Read tells it with a gap.
+func (j *Journal) Floor() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ring.floor
 }
 
 // Last returns the number of the latest entry.
@@ -372,6 +419,11 @@ func (j *Journal) Close() error {
 		close(j.stopSync)
 		<-j.syncDone
 		j.stopSync = nil
+	}
+	if j.stopExpire != nil {
+		close(j.stopExpire)
+		<-j.expireDone
+		j.stopExpire = nil
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

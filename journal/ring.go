@@ -4,6 +4,7 @@
 package journal
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/plegkit/pleg"
@@ -88,12 +89,13 @@ func (r *ring) dropOldest() {
 	r.n--
 }
 
-// after returns up to limit entries numbered above seq, oldest first.
-func (r *ring) after(seq uint64, limit int) []Entry {
+// appendAfter appends to dst up to limit entries numbered above seq,
+// oldest first.
+func (r *ring) appendAfter(dst []Entry, seq uint64, limit int) []Entry {
 	i := sort.Search(r.n, func(i int) bool { return r.at(i).Seq > seq })
-	out := make([]Entry, 0, min(limit, r.n-i))
-	for ; i < r.n && len(out) < limit; i++ {
-		out = append(out, r.at(i).Entry)
+	dst = slices.Grow(dst, max(min(limit, r.n-i), 0))
+	for n := 0; i < r.n && n < limit; i, n = i+1, n+1 {
+		dst = append(dst, r.at(i).Entry)
 	}
-	return out
+	return dst
 }

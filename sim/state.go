@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/plegkit/pleg/internal/crilist"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -621,15 +622,6 @@ func cachedList[T any](mu *sync.RWMutex, ok *bool, l *T, build func() T) T {
 	return *l
 }
 
-func matchLabels(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
 // listSandboxes answers ListPodSandbox: the ready list when there is no
 // filter, else a new one, in creation order either way.
 func (st *store) listSandboxes(f *runtimeapi.PodSandboxFilter) wireList[*runtimeapi.PodSandbox] {
@@ -639,7 +631,7 @@ func (st *store) listSandboxes(f *runtimeapi.PodSandboxFilter) wireList[*runtime
 	match := func(sb *sandbox) bool {
 		return !sb.removed &&
 			(f.GetState() == nil || sb.state == f.GetState().GetState()) &&
-			matchLabels(sb.labels, f.GetLabelSelector())
+			crilist.MatchLabels(sb.labels, f.GetLabelSelector())
 	}
 	st.mu.RLock()
 	defer st.mu.RUnlock()
@@ -686,7 +678,7 @@ func (st *store) listContainers(f *runtimeapi.ContainerFilter) wireList[*runtime
 		return !c.removed &&
 			(sb == nil || c.sb == sb) &&
 			(f.GetState() == nil || c.state == f.GetState().GetState()) &&
-			matchLabels(c.labels, f.GetLabelSelector())
+			crilist.MatchLabels(c.labels, f.GetLabelSelector())
 	}
 	var candidates []*container
 	switch {

@@ -185,19 +185,8 @@ func (l *Loop) record(ev pleg.Event) {
 	if ev.Type == pleg.ContainerRemoved {
 		return
 	}
-	l.log.Debug(
-		"SyncLoop (PLEG): event for pod",
-		"podUID",
-		ev.PodUID,
-		"namespace",
-		ev.PodNamespace,
-		"name",
-		ev.PodName,
-		"type",
-		ev.Type,
-		"containerID",
-		ev.ContainerID,
-	)
+	l.log.Debug("SyncLoop (PLEG): event for pod", "podUID", ev.PodUID, "namespace", ev.PodNamespace, "name", ev.PodName,
+		"type", ev.Type, "containerID", ev.ContainerID)
 	l.mu.Lock()
 	p := l.pods[ev.PodUID]
 	if p == nil {

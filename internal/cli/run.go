@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -78,6 +79,13 @@ and Prometheus --metrics-listen, which serves /metrics and the probes only.
 --web-config-file adds TLS, client certificates and basic auth to both, in
 the Prometheus exporters' format.
 
+With --otlp-endpoint, every event of the journal is also sent to an
+OpenTelemetry Collector as an OTLP log record (gRPC or HTTP/protobuf), at
+least once and in order: a cursor in the state directory moves only once the
+collector has accepted a batch, events wait in the journal while it is down
+or refusing, and events the journal dropped before they were sent are named
+by a loss record (docs/export.md).
+
 With --simulate it watches an embedded simulated runtime instead.
 
 The daemon sets Go's garbage collection target to 50 (GOGC=50) unless the
@@ -89,6 +97,7 @@ type runFlags struct {
 	simulate bool
 	sim      simFlags
 	kube     kubeFlags
+	otlp     otlpFlags
 }
 
 func newRunCommand(g *global) *cobra.Command {
@@ -132,7 +141,7 @@ func (o *runFlags) validate() error {
 	if o.simulate {
 		errs = append(errs, o.sim.validate())
 	}
-	errs = append(errs, o.kube.validate(), validateFlightRecorder(cfg.FlightRecorder))
+	errs = append(errs, o.kube.validate(), o.otlp.validate(), validateFlightRecorder(cfg.FlightRecorder))
 	return errors.Join(errs...)
 }
 
@@ -159,6 +168,13 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	defer cleanup()
 	cfg := o.cfg
 	cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
+	if o.otlp.t.Endpoint != "" {
+		node, err := o.kube.node()
+		if err != nil {
+			return err
+		}
+		cfg.OTLP = o.otlp.config(node)
+	}
 	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
@@ -181,6 +197,9 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 		"most")
 	f.Int64Var(&cfg.EventBufferBytes, "event-buffer-bytes", journal.DefaultMaxBytes,
 		"bytes of events kept for clients to resume from, at most, as encoded; the oldest go first")
+	f.Var(&retentionFlag{&cfg.EventRetention}, "event-retention",
+		"drop events older than this (7d, 168h...) beside --event-buffer and --event-buffer-bytes, whichever "+
+			"is reached first; 0 (the default) drops none by age")
 	// No state directory unless asked: a pleg run by hand on a node must
 	// not take over, or leave behind, the journal of the installed one
 	// (the chart and the systemd unit pass --state-dir /var/lib/pleg).
@@ -207,6 +226,8 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 	o.sim.register(f, "sim-")
 	// Reporting into the Kubernetes API: off unless asked.
 	o.kube.register(f)
+	// Export to an OpenTelemetry Collector: off unless asked.
+	o.otlp.register(f)
 	registerFlightRecorder(f, &cfg.FlightRecorder)
 }
 
@@ -243,3 +264,25 @@ func (f *syncFlag) Set(s string) error {
 }
 
 func (f *syncFlag) Type() string { return "period" }
+
+// retentionFlag is --event-retention: a duration as Prometheus spells its
+// retention (7d, 2w, 36h), 0 for none.
+type retentionFlag struct{ d *time.Duration }
+
+func (f *retentionFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return "0"
+	}
+	return model.Duration(*f.d).String()
+}
+
+func (f *retentionFlag) Set(s string) error {
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 7d or 36h, or 0: %w", err)
+	}
+	*f.d = time.Duration(d)
+	return nil
+}
+
+func (f *retentionFlag) Type() string { return "duration" }

@@ -27,10 +27,12 @@ const (
 
 // CritestBinaries are critest and the ginkgo command it runs its parallel
 // nodes with: critest execs "ginkgo" from PATH, so BinDir goes first on
-// its PATH.
+// its PATH. crictl, of the same cri-tools, comes with them: the docs show
+// it beside pleg's commands.
 type CritestBinaries struct {
 	Critest string
 	Ginkgo  string
+	Crictl  string
 }
 
 // BinDir is the directory holding both.
@@ -55,10 +57,13 @@ func Critest(ctx context.Context, logf func(string, ...any)) (CritestBinaries, e
 	bin := filepath.Join(dir, "bin")
 	b.Critest = filepath.Join(bin, "critest")
 	b.Ginkgo = filepath.Join(bin, "ginkgo")
+	b.Crictl = filepath.Join(bin, "crictl")
 	src := filepath.Join(dir, "src")
 	current := func() error {
-		if v, err := moduleVersion(b.Critest, critestModule); err != nil || v != CritestVersion {
-			return fmt.Errorf("%s: version %q (%w)", b.Critest, v, err)
+		for _, f := range []string{b.Critest, b.Crictl} {
+			if v, err := moduleVersion(f, critestModule); err != nil || v != CritestVersion {
+				return fmt.Errorf("%s: version %q (%w)", f, v, err)
+			}
 		}
 		// A test binary records no dependencies: the scratch module's
 		// go.mod tells which ginkgo critest was built with.
@@ -90,8 +95,8 @@ func Critest(ctx context.Context, logf func(string, ...any)) (CritestBinaries, e
 			"go 1.24\n\nrequire %s %s\n", CritestVersion, critestModule, CritestVersion),
 		// The imports keep both commands' dependencies in go.mod; critest's
 		// package has test files only, which tidy reads all the same.
-		"tools.go": fmt.Sprintf("//go:build tools\n\npackage tools\n\nimport (\n\t_ %q\n\t_ %q\n)\n",
-			critestModule+"/cmd/critest", ginkgoCLI),
+		"tools.go": fmt.Sprintf("//go:build tools\n\npackage tools\n\nimport (\n\t_ %q\n\t_ %q\n\t_ %q\n)\n",
+			critestModule+"/cmd/critest", critestModule+"/cmd/crictl", ginkgoCLI),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(src, name), []byte(content), 0o644); err != nil {
@@ -108,6 +113,9 @@ func Critest(ctx context.Context, logf func(string, ...any)) (CritestBinaries, e
 	}
 	if err := goCommand(ctx, src, env, "build", "-o", b.Ginkgo, ginkgoCLI); err != nil {
 		return b, fmt.Errorf("runtimetest: building ginkgo for critest: %w", err)
+	}
+	if err := goCommand(ctx, src, env, "build", "-o", b.Crictl, critestModule+"/cmd/crictl"); err != nil {
+		return b, fmt.Errorf("runtimetest: building crictl: %w", err)
 	}
 	if err := current(); err != nil {
 		return b, fmt.Errorf("runtimetest: after building critest: %w", err)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/crilist"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -542,7 +543,7 @@ func (r *Runtime) ListPodSandbox(
 		return filter(state.sandboxes, func(s *runtimeapi.PodSandbox) bool {
 			return (f.Id == "" || s.GetId() == f.Id) &&
 				(f.State == nil || s.GetState() == f.State.State) &&
-				matchLabels(s.GetLabels(), f.LabelSelector)
+				crilist.MatchLabels(s.GetLabels(), f.LabelSelector)
 		}), nil
 	})
 }
@@ -557,7 +558,7 @@ func (r *Runtime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFil
 			return (f.Id == "" || c.GetId() == f.Id) &&
 				(f.PodSandboxId == "" || c.GetPodSandboxId() == f.PodSandboxId) &&
 				(f.State == nil || c.GetState() == f.State.State) &&
-				matchLabels(c.GetLabels(), f.LabelSelector)
+				crilist.MatchLabels(c.GetLabels(), f.LabelSelector)
 		}), nil
 	})
 }
@@ -606,13 +607,4 @@ func cloneContainer(c *runtimeapi.Container) *runtimeapi.Container {
 
 func cloneContainerStatus(s *runtimeapi.ContainerStatus) *runtimeapi.ContainerStatus {
 	return proto.Clone(s).(*runtimeapi.ContainerStatus)
-}
-
-func matchLabels(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -44,8 +43,8 @@ func TestNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 
-	img := buildImage(t, ctx)
-	c.importImage(t, ctx, img)
+	docs := loadDocCommands(t)
+	img := c.imageAsDocumented(t, ctx, docs)
 	in := install{stateDir: filepath.Join(t.TempDir(), "state"), apiDir: filepath.Join(t.TempDir(), "api")}
 
 	// One client follows pleg's events on the node's API socket from the
@@ -64,13 +63,19 @@ func TestNode(t *testing.T) {
 		{"RollingUpdateLosesNothing", func(t *testing.T) { c.rollingUpdate(t, ctx, img, in, f) }},
 		{"RuntimeFrozen", func(t *testing.T) { c.runtimeFrozen(t, ctx) }},
 		{"ScrapedByPrometheus", func(t *testing.T) { c.scraped(t, ctx) }},
-		{"Runbook", func(t *testing.T) { c.runbook(t, ctx) }},
-		{"Uninstall", func(t *testing.T) { c.uninstall(t, ctx) }},
+		{"OperatorCommands", func(t *testing.T) { c.operatorCommands(t, ctx, docs) }},
+		{"Runbook", func(t *testing.T) { c.runbook(t, ctx, docs) }},
+		{"Uninstall", func(t *testing.T) { c.uninstall(t, ctx, docs) }},
+		{"DeployApplies", func(t *testing.T) { c.deployApplies(t, ctx, docs) }},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, s.run) {
 			t.Fatalf("%s failed: the steps after it need it", s.name)
 		}
+	}
+	// Every command of the docs assigned to this node was run by a step.
+	for _, left := range docs.left() {
+		t.Errorf("%s: test/kube/node runs it (internal/doccmd), but no step did", left)
 	}
 }
 
@@ -454,66 +459,81 @@ func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
 }
 
 // runbook runs the commands of docs/runbook.md for a paged node as they
-// are written there, in a shell, with this node for the alert's.
-func (c *cluster) runbook(t *testing.T, ctx context.Context) {
-	doc, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "runbook.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := runbookBlock(string(doc))
-	if block == "" {
-		t.Fatal("docs/runbook.md has no sh block setting NODE= for the paged node")
-	}
-	bin := t.TempDir()
-	if err := os.Symlink(c.bin.Kubectl, filepath.Join(bin, "kubectl")); err != nil {
-		t.Fatal(err)
-	}
+// are written there, with this node for the alert's: first in the pleg pod,
+// then on the node itself with the binary copied out of the image.
+func (c *cluster) runbook(t *testing.T, ctx context.Context, docs *docCommands) {
 	work := t.TempDir()
-	var script strings.Builder
-	script.WriteString("set -e\n")
-	for _, line := range strings.Split(block, "\n") {
-		line = strings.TrimSpace(line)
+	inPod := docs.take(t, "docs/runbook.md", "NODE=", "POD=", "kubectl exec", "kubectl logs")
+	out := c.shell(t, ctx, work, inPod, func(line string) string {
 		switch {
 		case strings.HasPrefix(line, "NODE="):
 			// The alert's node is this one; the rest of the line as written.
 			_, rest, _ := strings.Cut(line, " ")
-			line = "NODE=" + nodeName + " " + rest
-		case strings.Contains(line, "pleg watch") || strings.Contains(line, "/pleg watch"):
+			return "NODE=" + nodeName + " " + rest
+		case strings.Contains(line, "pleg watch"):
 			// It follows until interrupted, as a person would: 5 s.
-			line = "timeout 5 " + line + " || [ $? -eq 124 ]"
-		case strings.Contains(line, "/pleg doctor"):
-			// doctor's exit code is its verdict (2/1/0): any is an answer.
-			line += " || [ $? -le 2 ]"
+			return "timeout 5 " + line + " || [ $? -eq 124 ]"
 		}
-		script.WriteString(line + "\n")
-	}
-	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.kubeconfig)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the runbook's commands:\n%s\nfailed: %v\n%s", script.String(), err, out)
-	}
+		return c.onThisNode(line)
+	})
 	// doctor in the pod reached the runtime the chart gave it, and the
 	// report it wrote to standard output is a page.
-	if !strings.Contains(string(out), "containerd") {
+	if !strings.Contains(out, "containerd") {
 		t.Errorf("pleg doctor in the pod does not name the runtime:\n%s", out)
 	}
 	if page, err := os.ReadFile(filepath.Join(work, "report.html")); err != nil || !strings.Contains(string(page), "<html") {
 		t.Errorf("doctor --html - > report.html: %v, %.200q", err, page)
 	}
-	t.Logf("the runbook's commands on %s:\n%s", nodeName, out)
+	t.Logf("the runbook's commands in the pod on %s:\n%s", nodeName, out)
+
+	// On the node: the binary out of the image the DaemonSet runs, into
+	// /root, and doctor from there.
+	t.Cleanup(func() { _ = os.Remove("/root/pleg") })
+	onHost := docs.take(t, "docs/runbook.md", "mkdir -p /tmp/pleg-image", "ctr -n k8s.io images mount",
+		"cp /tmp/pleg-image/pleg", "/root/pleg doctor")
+	out = c.shell(t, ctx, work, onHost, c.onThisNode)
+	if !strings.Contains(out, "pleg doctor: "+c.runtime.Endpoint) {
+		t.Errorf("/root/pleg doctor on the node did not diagnose %s:\n%s", c.runtime.Endpoint, out)
+	}
 }
 
-// runbookBlock is the first sh block of the runbook that sets NODE=.
-func runbookBlock(doc string) string {
-	for _, part := range strings.Split(doc, "```sh\n")[1:] {
-		block, _, _ := strings.Cut(part, "```")
-		if strings.Contains(block, "NODE=") {
-			return block
-		}
+// operatorCommands runs docs/kubernetes.md's and docs/cli.md's commands
+// for a cluster where pleg runs: Pod Security for another namespace, the
+// per-node runtime labels, the condition read from the nodes, doctor's
+// report from the DaemonSet.
+func (c *cluster) operatorCommands(t *testing.T, ctx context.Context, docs *docCommands) {
+	// The docs' other namespace, as an operator would have created it.
+	c.run(t, ctx, "kubectl", "create", "namespace", "pleg-system")
+	t.Cleanup(func() {
+		_, _ = c.tryRun(context.Background(), "kubectl", "delete", "namespace", "pleg-system", "--wait=false")
+	})
+	c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "kubectl label namespace pleg-system"), nil)
+	if got := c.run(t, ctx, "kubectl", "get", "namespace", "pleg-system",
+		"-o", "jsonpath={.metadata.labels.pod-security\\.kubernetes\\.io/enforce}"); got != "privileged" {
+		t.Errorf("pleg-system's enforce level: %q", got)
 	}
-	return ""
+
+	c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.status.nodeInfo"), nil)
+	if got := c.run(t, ctx, "kubectl", "get", "node", nodeName, "-o", "jsonpath={.metadata.labels.plegkit\\.io/runtime}"); got != "containerd" {
+		t.Errorf("the docs' runtime label on %s: %q, want containerd", nodeName, got)
+	}
+
+	out := c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "kubectl describe node"), c.onThisNode)
+	if !strings.Contains(out, "PLEGDegraded") {
+		t.Errorf("kubectl describe node shows no PLEGDegraded condition:\n%s", out)
+	}
+	// Stale reporters and degraded nodes: none here, and the commands run.
+	out = c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md",
+		"kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{\"\\t\"}"), nil)
+	if strings.Contains(out, nodeName) {
+		t.Errorf("the docs' queries list %s as stale or degraded:\n%s", nodeName, out)
+	}
+
+	work := t.TempDir()
+	c.shell(t, ctx, work, docs.take(t, "docs/cli.md", "kubectl"), c.onThisNode)
+	if page, err := os.ReadFile(filepath.Join(work, "pleg-doctor.html")); err != nil || !strings.Contains(string(page), "<html") {
+		t.Errorf("docs/cli.md's doctor --html: %v, %.200q", err, page)
+	}
 }
 
 // uninstall removes the release as docs/kubernetes.md says, and checks
@@ -521,9 +541,8 @@ func runbookBlock(doc string) string {
 // none of the chart's objects. (helm uninstall alone deletes the
 // ServiceAccount and the role as it deletes the DaemonSet, before the
 // pods stop, and their last write is refused.)
-func (c *cluster) uninstall(t *testing.T, ctx context.Context) {
-	c.run(t, ctx, "kubectl", "delete", "daemonset", "-n", namespace, release, "--cascade=foreground")
-	c.run(t, ctx, "helm", "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "5m")
+func (c *cluster) uninstall(t *testing.T, ctx context.Context, docs *docCommands) {
+	c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "kubectl delete daemonset", "helm uninstall"), nil)
 	if err := kubetest.WaitFor(ctx, "PLEGDegraded Unknown", func() (bool, error) {
 		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
@@ -534,11 +553,42 @@ func (c *cluster) uninstall(t *testing.T, ctx context.Context) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	left := strings.TrimSpace(c.run(t, ctx, "kubectl", "get",
-		"daemonsets,pods,serviceaccounts,clusterroles,clusterrolebindings,networkpolicies,"+
-			"validatingadmissionpolicies,validatingadmissionpolicybindings,configmaps,secrets",
-		"-A", "-l", "app.kubernetes.io/instance="+release, "-o", "name"))
-	if left != "" {
-		t.Errorf("after helm uninstall, objects of the release remain:\n%s", left)
+	// helm uninstall returns once it asked for the deletions.
+	var left string
+	if err := kubetest.WaitFor(ctx, "no object of the release", func() (bool, error) {
+		out, err := c.tryRun(ctx, "kubectl", "get",
+			"daemonsets,pods,serviceaccounts,clusterroles,clusterrolebindings,networkpolicies,"+
+				"validatingadmissionpolicies,validatingadmissionpolicybindings,configmaps,secrets",
+			"-A", "-l", "app.kubernetes.io/instance="+release, "-o", "name")
+		left = strings.TrimSpace(out)
+		return err == nil && left == "", err
+	}); err != nil {
+		t.Errorf("after helm uninstall, objects of the release remain: %v\n%s", err, left)
 	}
+}
+
+// deployApplies applies deploy/ as the README says, without Helm, on the
+// cluster the release was uninstalled from: every object is created and
+// the DaemonSet schedules its pod here. Then deploy/ is deleted.
+func (c *cluster) deployApplies(t *testing.T, ctx context.Context, docs *docCommands) {
+	t.Cleanup(func() {
+		if _, err := c.tryRun(context.Background(), "kubectl", "delete", "-f", filepath.Join(repoRoot(), "deploy"),
+			"--ignore-not-found", "--wait=false"); err != nil {
+			t.Errorf("kubectl delete -f deploy/: %v", err)
+		}
+	})
+	out := c.shell(t, ctx, "", docs.take(t, "README.md", "kubectl apply -f deploy/"), nil)
+	if strings.Contains(out, "Warning") {
+		t.Errorf("kubectl apply -f deploy/ warns:\n%s", out)
+	}
+	if err := kubetest.WaitFor(ctx, "deploy/'s DaemonSet schedules a pod on the node", func() (bool, error) {
+		ds, err := c.cs.AppsV1().DaemonSets(namespace).Get(ctx, release, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return ds.Status.DesiredNumberScheduled == 1 && ds.Status.CurrentNumberScheduled == 1, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubectl apply -f deploy/:\n%s", out)
 }

@@ -30,53 +30,31 @@ const (
 	namespace = "kube-system"
 )
 
-// image is the pleg image `make image` built for this machine's platform.
+// image is the pleg image `make image` built, as docs/kubernetes.md
+// builds it.
 type image struct {
-	dir, ref string
-	tar      string // the OCI archive ctr imports
+	ref string
 }
 
-// buildImage runs `make image` from the repository's root, for this
-// platform alone, as the README says to build it.
-func buildImage(t *testing.T, ctx context.Context) image {
+// imageAsDocumented builds the image and imports it into the node's
+// containerd with the commands of docs/kubernetes.md, as an operator loads
+// it on a node without a registry: the reference is then the one the
+// chart's appVersion and deploy/ name.
+func (c *cluster) imageAsDocumented(t *testing.T, ctx context.Context, docs *docCommands) image {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "image",
-		"IMAGE_PLATFORMS=linux/"+goarch(), "IMAGE_DIR="+dir, "IMAGE_TAG=node-test")
-	cmd.Dir = repoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make image: %v\n%s", err, out)
-	}
-	ref, err := os.ReadFile(filepath.Join(dir, "ref"))
+	c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "make image", "ctr -n k8s.io images import"), nil)
+	ref, err := os.ReadFile(filepath.Join(repoRoot(), "_output", "image", "ref"))
 	if err != nil {
 		t.Fatalf("make image wrote no ref: %v", err)
 	}
-	return image{dir: dir, ref: strings.TrimSpace(string(ref)), tar: filepath.Join(dir, "pleg.tar")}
-}
-
-func goarch() string {
-	out, err := exec.Command("go", "env", "GOARCH").Output()
-	if err != nil {
-		return "amd64"
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// importImage imports the image into the node's containerd, in the CRI's
-// namespace, as an operator loads an image on a node without a registry.
-func (c *cluster) importImage(t *testing.T, ctx context.Context, img image) {
-	t.Helper()
+	img := image{ref: strings.TrimSpace(string(ref))}
 	socket := strings.TrimPrefix(c.runtime.Endpoint, "unix://")
-	cmd := exec.CommandContext(ctx, c.runtime.Bin.Ctr, "--address", socket, "--namespace", "k8s.io",
-		"images", "import", "--snapshotter", "native", img.tar)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ctr images import %s: %v\n%s", img.tar, err, out)
-	}
 	out, err := exec.CommandContext(ctx, c.runtime.Bin.Ctr, "--address", socket, "--namespace", "k8s.io",
 		"images", "ls", "-q").Output()
 	if err != nil || !slices.Contains(strings.Fields(string(out)), img.ref) {
 		t.Fatalf("after the import, containerd's images are %q (%v): no %s", out, err, img.ref)
 	}
+	return img
 }
 
 // install is the README's helm install, with the image built here and the

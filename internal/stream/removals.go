@@ -1,7 +1,7 @@
 // Copyright 2026 The pleg Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package pleg
+package stream
 
 import (
 	"context"
@@ -34,26 +34,28 @@ import (
 // are left, and only on a runtime that does not tell their removals.
 //
 // Which kinds of removal a stream tells, the stream supervisor learns
-// (stream.go): from what the runtime's adapter knows of it, then from the
+// (supervisor.go): from what the runtime's adapter knows of it, then from the
 // DELETED events that come and the removals relists find untold.
 
-// removalPollPeriod is how often the removal watch lists.
-const removalPollPeriod = time.Second
+// RemovalPollPeriod is how often the removal watch lists.
+const RemovalPollPeriod = time.Second
 
-// removalKind is a kind of removal a stream may leave out.
-type removalKind uint8
+// RemovalKind is a kind of removal a stream may leave out.
+type RemovalKind uint8
 
 const (
-	// containerRemovals: RemoveContainer removed a container.
-	containerRemovals removalKind = iota
-	// podRemovals: RemovePodSandbox removed a sandbox, and the containers
+	// ContainerRemovals are containers RemoveContainer removed.
+	ContainerRemovals RemovalKind = iota
+	// PodRemovals are sandboxes RemovePodSandbox removed, and the containers
 	// left in it.
-	podRemovals
-	numRemovalKinds
+	PodRemovals
+	// NumRemovalKinds is how many kinds there are, to size arrays by kind.
+	NumRemovalKinds
 )
 
-func (k removalKind) String() string {
-	if k == podRemovals {
+// String names the kind, as Status and the logs show it.
+func (k RemovalKind) String() string {
+	if k == PodRemovals {
 		return "pod"
 	}
 	return "container"
@@ -82,21 +84,21 @@ type removalWatch struct {
 	clock clock.WithDelayedExecution
 	log   *slog.Logger
 	// watched tells whether to look for removals of a kind now.
-	watched func(removalKind) bool
+	watched func(RemovalKind) bool
 	// found asks for a relist of pod uid, one of whose items is gone.
 	found func(uid string)
 
 	mu sync.Mutex
 	// items are the items known that may be removed unseen, by ID, of
 	// each kind watched.
-	items [numRemovalKinds]map[string]*candidate
+	items [NumRemovalKinds]map[string]*candidate
 	// seeded tells that a list of the kind's items has been read since
 	// it has been watched.
-	seeded [numRemovalKinds]bool
+	seeded [NumRemovalKinds]bool
 }
 
 func newRemovalWatch(rt runtime.Runtime, clk clock.WithDelayedExecution, log *slog.Logger,
-	watched func(removalKind) bool, found func(uid string)) *removalWatch {
+	watched func(RemovalKind) bool, found func(uid string)) *removalWatch {
 	w := &removalWatch{rt: rt, clock: clk, log: log, watched: watched, found: found}
 	for k := range w.items {
 		w.items[k] = make(map[string]*candidate)
@@ -106,7 +108,7 @@ func newRemovalWatch(rt runtime.Runtime, clk clock.WithDelayedExecution, log *sl
 
 // run polls until ctx ends.
 func (w *removalWatch) run(ctx context.Context) {
-	timer := w.clock.NewTimer(removalPollPeriod)
+	timer := w.clock.NewTimer(RemovalPollPeriod)
 	defer timer.Stop()
 	for {
 		select {
@@ -114,8 +116,8 @@ func (w *removalWatch) run(ctx context.Context) {
 			return
 		case <-timer.C():
 		}
-		timer.Reset(removalPollPeriod)
-		for k := range numRemovalKinds {
+		timer.Reset(RemovalPollPeriod)
+		for k := range NumRemovalKinds {
 			w.poll(ctx, k)
 		}
 	}
@@ -123,7 +125,7 @@ func (w *removalWatch) run(ctx context.Context) {
 
 // poll lists the items of kind k, if it is watched and anything is to be
 // found, and asks for relists of the pods of the items gone.
-func (w *removalWatch) poll(ctx context.Context, k removalKind) {
+func (w *removalWatch) poll(ctx context.Context, k RemovalKind) {
 	if !w.due(k) {
 		return
 	}
@@ -142,7 +144,7 @@ func (w *removalWatch) poll(ctx context.Context, k removalKind) {
 
 // due reports whether kind k is to be listed now, and forgets what it
 // knew of a kind no longer watched.
-func (w *removalWatch) due(k removalKind) bool {
+func (w *removalWatch) due(k RemovalKind) bool {
 	watched := w.watched(k)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -156,9 +158,9 @@ func (w *removalWatch) due(k removalKind) bool {
 
 // list lists the items of kind k that may be removed unseen, with their
 // pods: every sandbox, or the exited containers.
-func (w *removalWatch) list(ctx context.Context, k removalKind) (map[string]string, error) {
+func (w *removalWatch) list(ctx context.Context, k RemovalKind) (map[string]string, error) {
 	out := make(map[string]string)
-	if k == podRemovals {
+	if k == PodRemovals {
 		sandboxes, err := w.rt.ListPodSandbox(ctx, nil)
 		for _, sb := range sandboxes {
 			if uid := sb.GetMetadata().GetUid(); uid != "" && sb.GetId() != "" {
@@ -180,7 +182,7 @@ func (w *removalWatch) list(ctx context.Context, k removalKind) (map[string]stri
 // compare takes a list of kind k's items that began at start: what
 // it holds is known from now on, and the pods of the known items it
 // misses are returned, once each.
-func (w *removalWatch) compare(k removalKind, listed map[string]string, start time.Time) []string {
+func (w *removalWatch) compare(k RemovalKind, listed map[string]string, start time.Time) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var gone []string
@@ -210,27 +212,27 @@ func (w *removalWatch) compare(k removalKind, listed map[string]string, start ti
 // settled learns from what the generator reported of pod uid: containers
 // that exited and sandboxes that run or exited may be removed unseen,
 // items removed are done with.
-func (w *removalWatch) settled(uid string, ts []transition, now time.Time) {
-	var watched [numRemovalKinds]bool
-	for k := range numRemovalKinds {
+func (w *removalWatch) settled(uid string, items []Item, now time.Time) {
+	var watched [NumRemovalKinds]bool
+	for k := range NumRemovalKinds {
 		watched[k] = w.watched(k)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, t := range ts {
-		k := containerRemovals
-		if t.sandbox {
-			k = podRemovals
+	for _, it := range items {
+		k := ContainerRemovals
+		if it.Sandbox {
+			k = PodRemovals
 		}
 		switch {
-		case t.new == stateExited || (t.sandbox && t.new == stateRunning):
+		case it.Now == ItemExited || (it.Sandbox && it.Now == ItemRunning):
 			if watched[k] {
-				if _, ok := w.items[k][t.id]; !ok {
-					w.items[k][t.id] = &candidate{uid: uid, since: now}
+				if _, ok := w.items[k][it.ID]; !ok {
+					w.items[k][it.ID] = &candidate{uid: uid, since: now}
 				}
 			}
-		case t.new == stateNonExistent:
-			delete(w.items[k], t.id)
+		case it.Now == ItemRemoved:
+			delete(w.items[k], it.ID)
 		}
 	}
 }
@@ -240,5 +242,5 @@ func (w *removalWatch) settled(uid string, ts []transition, now time.Time) {
 func (w *removalWatch) size() (containers, pods int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.items[containerRemovals]), len(w.items[podRemovals])
+	return len(w.items[ContainerRemovals]), len(w.items[PodRemovals])
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The pleg Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package pleg
+package stream
 
 import (
 	"context"
@@ -24,14 +24,14 @@ import (
 // lost. So the first relist of a generator catching up waits for the
 // backlog: until an event sent since the stream connected comes (the
 // backlog, sent first, is over), or the stream has been silent for
-// backlogQuiet since it connected or since its last event. Events come
+// BacklogQuiet since it connected or since its last event. Events come
 // back to back, so the quiet is long next to the gap between two of them
 // on a loaded node, and short next to a restart. A runtime that keeps no
 // backlog costs a restored generator that much before its first relist.
 
-// backlogQuiet is how long the stream must be silent for its backlog to
+// BacklogQuiet is how long the stream must be silent for its backlog to
 // be taken as over.
-const backlogQuiet = 250 * time.Millisecond
+const BacklogQuiet = 250 * time.Millisecond
 
 // backlogWatch follows the events of a newly connected stream until its
 // backlog is over.
@@ -73,9 +73,9 @@ func (b *backlogWatch) saw(ev *runtimeapi.ContainerEventResponse, connectedAt ti
 
 // wait returns once the backlog of the connected stream is over, or the
 // stream is down: up tells whether it is connected, and since when. It
-// waits at most firstAttemptWait.
+// waits at most FirstAttemptWait.
 func (b *backlogWatch) wait(ctx context.Context, up func() (bool, time.Time)) {
-	limit := b.clock.NewTimer(firstAttemptWait)
+	limit := b.clock.NewTimer(FirstAttemptWait)
 	defer limit.Stop()
 	for {
 		connected, since := up()
@@ -85,7 +85,7 @@ func (b *backlogWatch) wait(ctx context.Context, up func() (bool, time.Time)) {
 			quietFrom = b.last
 		}
 		b.mu.Unlock()
-		left := backlogQuiet - b.clock.Since(quietFrom)
+		left := BacklogQuiet - b.clock.Since(quietFrom)
 		if !connected || over || left <= 0 {
 			return
 		}

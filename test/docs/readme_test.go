@@ -1,7 +1,7 @@
 // Copyright 2026 The pleg Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package pleg_test
+package docs_test
 
 import (
 	"os"
@@ -12,6 +12,7 @@ import (
 // TestReadmeExample keeps the README's library example identical to
 // Example, which go test runs and checks.
 func TestReadmeExample(t *testing.T) {
+	atRoot(t)
 	src, err := os.ReadFile("example_test.go")
 	if err != nil {
 		t.Fatal(err)

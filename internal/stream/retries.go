@@ -1,7 +1,7 @@
 // Copyright 2026 The pleg Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package pleg
+package stream
 
 import (
 	"sync"
@@ -16,17 +16,20 @@ import (
 // and the global relist comes only every EventedRelistPeriod: a pod whose
 // relist failed, its lists or its inspection, would keep its events
 // waiting that long. So a failed relist of a pod is asked for again after
-// a backoff, from retryMin doubling to retryCap, well before the global
+// a backoff, from retryMin doubling to RetryCap, well before the global
 // relist. The work stays bounded when the runtime is down: a pod has one
 // retry pending at most, and while the runtime's lists fail, one retry in
-// retryCap goes to the runtime, as a probe, and the others wait for it to
+// RetryCap goes to the runtime, as a probe, and the others wait for it to
 // answer. A pod whose inspection passed InspectTimeout is left to the
 // global relist: its retries would hold up other pods' relists, which run
 // one at a time, each time for that long.
 
 const (
-	inspectRetryMin = 200 * time.Millisecond
-	inspectRetryCap = 5 * time.Second
+	// retryMin is a pod's first backoff.
+	retryMin = 200 * time.Millisecond
+	// RetryCap is the longest backoff, and the pace of the probes while
+	// the runtime's lists fail.
+	RetryCap = 5 * time.Second
 )
 
 // podRetries schedules the relists of pods whose relist failed. It is safe
@@ -71,8 +74,8 @@ func newPodRetries(
 }
 
 // failed schedules a retry of pod uid, whose relist failed at now, unless
-// one is pending. A pod that failed again within a retryCap of the last
-// failure waits twice as long as the last time, up to retryCap.
+// one is pending. A pod that failed again within a RetryCap of the last
+// failure waits twice as long as the last time, up to RetryCap.
 func (r *podRetries) failed(uid string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -83,12 +86,12 @@ func (r *podRetries) failed(uid string, now time.Time) {
 	p := r.pods[uid]
 	switch {
 	case p == nil:
-		p = &podRetry{backoff: inspectRetryMin}
+		p = &podRetry{backoff: retryMin}
 		r.pods[uid] = p
 	case p.timer != nil:
 		return
 	default:
-		p.backoff = min(2*p.backoff, inspectRetryCap)
+		p.backoff = min(2*p.backoff, RetryCap)
 	}
 	p.last = now
 	r.schedule(uid, p, jitter(p.backoff))
@@ -98,7 +101,7 @@ func (r *podRetries) failed(uid string, now time.Time) {
 // for no retry: their relist succeeded, or they are gone. Callers hold mu.
 func (r *podRetries) prune(now time.Time) {
 	for uid, p := range r.pods {
-		if p.timer == nil && now.Sub(p.last) > 2*inspectRetryCap {
+		if p.timer == nil && now.Sub(p.last) > 2*RetryCap {
 			delete(r.pods, uid)
 		}
 	}
@@ -110,7 +113,7 @@ func (r *podRetries) schedule(uid string, p *podRetry, after time.Duration) {
 }
 
 // fire asks for the relist of a pod whose backoff ran out; while the
-// runtime's lists fail, only a probe in retryCap goes.
+// runtime's lists fail, only a probe in RetryCap goes.
 func (r *podRetries) fire(uid string, p *podRetry) {
 	listFailing := !r.listFailing().IsZero()
 	failing := r.failing(uid)
@@ -121,7 +124,7 @@ func (r *podRetries) fire(uid string, p *podRetry) {
 		return
 	}
 	p.timer = nil
-	if wait := inspectRetryCap - now.Sub(r.probed); listFailing && wait > 0 {
+	if wait := RetryCap - now.Sub(r.probed); listFailing && wait > 0 {
 		// After the next probe, and spread, so that the pods waiting do
 		// not all wake for it.
 		r.schedule(uid, p, wait+jitter(wait/10))

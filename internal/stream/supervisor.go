@@ -1,7 +1,7 @@
 // Copyright 2026 The pleg Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package pleg
+package stream
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg/metrics"
@@ -22,51 +21,44 @@ import (
 )
 
 const (
-	// streamHold is how long the stream must stay up before it drives;
+	// Hold is how long the stream must stay up before it drives;
 	// until then global relists keep the normal period.
-	streamHold = 5 * time.Second
-	// untoldRemovalsToWatch is how many removals of a kind relists must
-	// find that the connected stream did not tell before the stream is
-	// taken not to tell that kind, whatever the runtime is known to do:
-	// then the removal watch (removals.go) looks for them. A few, not one:
-	// an event can be lost (containerd 1.7 loses one to a client that
-	// closes its stream).
+	Hold = 5 * time.Second
+	// untoldRemovalsToWatch is how many removals of a kind, found by
+	// relists and not told by the connected stream, make the removal watch
+	// (removals.go) look for that kind, whatever the runtime is known to
+	// do. It is a few rather than one because a single event can be lost:
+	// containerd 1.7 loses one to a client that closes its stream.
 	untoldRemovalsToWatch = 3
-	// untoldGrace is how long after a relist found a removal its DELETED
-	// may still come: it was on its way as the relist listed (containerd
-	// sends a pod's container DELETEDs, then its sandbox's, and the relist
-	// one of them asks for may list between). Only then does it count as
-	// untold.
-	untoldGrace = 5 * time.Second
-	// Reconnects back off from retryMin to retryMax, with jitter.
-	retryMin = 100 * time.Millisecond
-	retryMax = 30 * time.Second
-	// firstAttemptWait bounds how long the first relist waits for the
-	// stream: subscribing first means no change falls between the list
+	// UntoldGrace is how long a removal found by a relist waits for its
+	// DELETED before it counts as untold, since the event may have been on
+	// its way as the relist listed: containerd sends a pod's container
+	// DELETEDs, then its sandbox's, and the relist one of them asks for
+	// may list in between.
+	UntoldGrace = 5 * time.Second
+	// Reconnects back off from reconnectMin to reconnectMax, with jitter.
+	reconnectMin = 100 * time.Millisecond
+	reconnectMax = 30 * time.Second
+	// FirstAttemptWait bounds how long the first relist waits for the
+	// stream, which it waits for so that no change falls between the list
 	// and the stream.
-	firstAttemptWait = 5 * time.Second
+	FirstAttemptWait = 5 * time.Second
 )
 
-// streamSupervisor keeps the runtime's container event stream open for as
+// Supervisor keeps the runtime's container event stream open for as
 // long as its context lasts: it hands every event on at once, so that the
 // runtime never waits on us (a slow reader stalls containerd's own
 // handlers), and reconnects with capped, jittered backoff whenever the
 // stream ends. Unlike the kubelet, it never gives up. Its state is read
 // from any goroutine.
-type streamSupervisor struct {
+type Supervisor struct {
 	source        runtime.EventSource
-	mode          Mode
+	gen           Generator
+	required      bool
 	noStreamRetry time.Duration
 	clock         clock.WithDelayedExecution
 	log           *slog.Logger
 	metrics       *metrics.PLEG
-	// deliver takes each event with the time its stream connected. It
-	// must not block.
-	deliver func(ev *runtimeapi.ContainerEventResponse, connectedAt time.Time)
-	// changed is called when the stream connects, and when it ends after
-	// being open (opened) or fails to open: either way, what changed
-	// meanwhile is only in a list.
-	changed func(up, opened bool)
 	// watch finds the removals the stream does not tell; it runs as long
 	// as the supervisor.
 	watch *removalWatch
@@ -89,11 +81,12 @@ type streamSupervisor struct {
 	err         error     // what ended it last
 	unsupported bool      // the runtime has no stream
 	// removals is what the connected stream tells of each kind of removal.
-	removals [numRemovalKinds]removalCoverage
-	// pendingUntold are the removals relists found untold, by ID, within
-	// untoldGrace; told holds when a DELETED came for an ID, for as long:
-	// a relist may settle a removal whose DELETED came while it inspected
-	// the pod. Both are bounded by the removals of that time.
+	removals [NumRemovalKinds]removalCoverage
+	// pendingUntold holds, by ID, the removals relists found untold and
+	// still within UntoldGrace. told holds when a DELETED came for an ID,
+	// for as long, because a relist may settle a removal whose DELETED
+	// came while it inspected the pod. Each judge prunes both to the last
+	// UntoldGrace.
 	pendingUntold map[string]untoldRemoval
 	told          map[string]time.Time
 }
@@ -106,13 +99,13 @@ type removalCoverage struct {
 	// told is set once a DELETED event of the kind came.
 	told bool
 	// untold counts the removals relists found that the stream, connected
-	// meanwhile, did not tell, within untoldGrace.
+	// meanwhile, did not tell, within UntoldGrace.
 	untold int
 }
 
 // untoldRemoval is a removal a relist found, whose DELETED may still come.
 type untoldRemoval struct {
-	kind  removalKind
+	kind  RemovalKind
 	found time.Time
 }
 
@@ -131,28 +124,30 @@ func (c removalCoverage) tells() bool {
 	}
 }
 
-func newStreamSupervisor(src runtime.EventSource, opts Options, m *metrics.PLEG) *streamSupervisor {
-	return &streamSupervisor{
+// newSupervisor returns a supervisor without removal watch and retries.
+func newSupervisor(src runtime.EventSource, g Generator, cfg Config) *Supervisor {
+	return &Supervisor{
 		source:        src,
-		mode:          opts.Mode,
-		noStreamRetry: opts.NoStreamRetry,
-		clock:         opts.Clock,
-		log:           opts.Logger,
-		metrics:       m,
+		gen:           g,
+		required:      cfg.Required,
+		noStreamRetry: cfg.NoStreamRetry,
+		clock:         cfg.Clock,
+		log:           cfg.Logger,
+		metrics:       cfg.Metrics,
 		attempted:     make(chan struct{}),
 		retry:         make(chan struct{}, 1),
-		backlog:       newBacklogWatch(opts.Clock),
+		backlog:       newBacklogWatch(cfg.Clock),
 	}
 }
 
 // up records that stream connected at at.
-func (s *streamSupervisor) up(at time.Time, stream runtime.EventStream) {
+func (s *Supervisor) up(at time.Time, stream runtime.EventStream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.connected, s.since, s.err, s.unsupported = true, at, nil, false
-	var known [numRemovalKinds]runtime.Availability
+	var known [NumRemovalKinds]runtime.Availability
 	if r, ok := stream.(runtime.RemovalReporter); ok {
-		known[containerRemovals], known[podRemovals] = r.RemovalEvents()
+		known[ContainerRemovals], known[PodRemovals] = r.RemovalEvents()
 	}
 	for k := range s.removals {
 		s.removals[k] = removalCoverage{known: known[k]}
@@ -161,7 +156,7 @@ func (s *streamSupervisor) up(at time.Time, stream runtime.EventStream) {
 	clear(s.told)
 }
 
-func (s *streamSupervisor) down(at time.Time, err error, unsupported bool) {
+func (s *Supervisor) down(at time.Time, err error, unsupported bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.connected || s.since.IsZero() {
@@ -170,26 +165,31 @@ func (s *streamSupervisor) down(at time.Time, err error, unsupported bool) {
 	s.connected, s.err, s.unsupported = false, err, unsupported
 }
 
-func (s *streamSupervisor) attemptDone() { s.attemptedOnce.Do(func() { close(s.attempted) }) }
+// Attempted is closed once the first attempt to connect is over.
+func (s *Supervisor) Attempted() <-chan struct{} { return s.attempted }
 
-// holding reports whether the stream has been up for streamHold.
-func (s *streamSupervisor) holding(now time.Time) bool {
+func (s *Supervisor) attemptDone() { s.attemptedOnce.Do(func() { close(s.attempted) }) }
+
+// Holding reports whether the stream has been up for Hold.
+func (s *Supervisor) Holding(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.connected && now.Sub(s.since) >= streamHold
+	return s.connected && now.Sub(s.since) >= Hold
 }
 
-func (s *streamSupervisor) snapshot() (connected bool, since time.Time, err error, unsupported bool) {
+// Snapshot returns whether the stream is connected, since when it is up
+// or down, what ended it last, and whether the runtime has no stream.
+func (s *Supervisor) Snapshot() (connected bool, since time.Time, err error, unsupported bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.connected, s.since, s.err, s.unsupported
 }
 
-// removalsUntold records removals of kind k (the IDs of what was removed)
+// RemovalsUntold records removals of kind k (the IDs of what was removed)
 // a relist found at now that no event told, of items last observed at
 // since: they count only if the stream was connected since before, and
-// their DELETED does not come within untoldGrace.
-func (s *streamSupervisor) removalsUntold(k removalKind, ids []string, since, now time.Time) {
+// their DELETED does not come within UntoldGrace.
+func (s *Supervisor) RemovalsUntold(k RemovalKind, ids []string, since, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(ids) == 0 || !s.connected || since.IsZero() || !s.since.Before(since) {
@@ -205,10 +205,10 @@ func (s *streamSupervisor) removalsUntold(k removalKind, ids []string, since, no
 	}
 }
 
-// removalTold records that a DELETED event came for id at now, a removal
+// RemovalTold records that a DELETED event came for id at now, a removal
 // of kind k if known: a removal a relist found untold just before, or
 // finds just after, is told after all.
-func (s *streamSupervisor) removalTold(id string, k removalKind, known bool, now time.Time) {
+func (s *Supervisor) RemovalTold(id string, k RemovalKind, known bool, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.told == nil {
@@ -225,15 +225,15 @@ func (s *streamSupervisor) removalTold(id string, k removalKind, known bool, now
 }
 
 // judge counts as untold the removals whose DELETED did not come within
-// untoldGrace, and reports the kinds that turned untold. Callers hold mu.
-func (s *streamSupervisor) judge(now time.Time) (turned []removalKind) {
+// UntoldGrace, and reports the kinds that turned untold. Callers hold mu.
+func (s *Supervisor) judge(now time.Time) (turned []RemovalKind) {
 	for id, at := range s.told {
-		if now.Sub(at) >= untoldGrace {
+		if now.Sub(at) >= UntoldGrace {
 			delete(s.told, id)
 		}
 	}
 	for id, u := range s.pendingUntold {
-		if now.Sub(u.found) < untoldGrace {
+		if now.Sub(u.found) < UntoldGrace {
 			continue
 		}
 		delete(s.pendingUntold, id)
@@ -249,7 +249,7 @@ func (s *streamSupervisor) judge(now time.Time) (turned []removalKind) {
 
 // tellsRemovals reports whether the stream is taken to tell removals of
 // kind k, as of now.
-func (s *streamSupervisor) tellsRemovals(k removalKind, now time.Time) bool {
+func (s *Supervisor) tellsRemovals(k RemovalKind, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.judgeAndSay(now)
@@ -257,40 +257,40 @@ func (s *streamSupervisor) tellsRemovals(k removalKind, now time.Time) bool {
 }
 
 // judgeAndSay is judge, saying when a kind turns untold. Callers hold mu.
-func (s *streamSupervisor) judgeAndSay(now time.Time) {
+func (s *Supervisor) judgeAndSay(now time.Time) {
 	for _, turned := range s.judge(now) {
 		s.log.Info("The container event stream does not tell these removals; listing exited items every second to find them",
-			"kind", turned.String(), "period", removalPollPeriod)
+			"kind", turned.String(), "period", RemovalPollPeriod)
 	}
 }
 
-// untoldRemovals returns the kinds of removal the stream is not taken to
+// UntoldRemovals returns the kinds of removal the stream is not taken to
 // tell.
-func (s *streamSupervisor) untoldRemovals() []removalKind {
+func (s *Supervisor) UntoldRemovals() []RemovalKind {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.judgeAndSay(s.clock.Now())
-	var out []removalKind
+	var out []RemovalKind
 	for k, c := range s.removals {
 		if !c.tells() {
-			out = append(out, removalKind(k))
+			out = append(out, RemovalKind(k))
 		}
 	}
 	return out
 }
 
-// retryNow cuts a wait before the next attempt short: the runtime answers
+// RetryNow cuts a wait before the next attempt short: the runtime answers
 // again, so its stream very likely does too. Backoff grown while it was
 // down would otherwise keep the stream down long after.
-func (s *streamSupervisor) retryNow() {
+func (s *Supervisor) RetryNow() {
 	select {
 	case s.retry <- struct{}{}:
 	default:
 	}
 }
 
-// run keeps the stream open until ctx ends.
-func (s *streamSupervisor) run(ctx context.Context) {
+// Run keeps the stream open until ctx ends.
+func (s *Supervisor) Run(ctx context.Context) {
 	defer s.attemptDone()
 	if s.watch != nil {
 		var wg sync.WaitGroup
@@ -302,7 +302,7 @@ func (s *streamSupervisor) run(ctx context.Context) {
 		defer s.retries.stop()
 	}
 	delay := time.Duration(0)
-	backoff := retryMin
+	backoff := reconnectMin
 	for {
 		if delay > 0 {
 			select {
@@ -310,7 +310,7 @@ func (s *streamSupervisor) run(ctx context.Context) {
 				return
 			case <-s.clock.After(delay):
 			case <-s.retry:
-				backoff = retryMin
+				backoff = reconnectMin
 			}
 			s.metrics.StreamReconnects.Inc()
 		}
@@ -329,7 +329,7 @@ func (s *streamSupervisor) run(ctx context.Context) {
 			s.up(start, stream)
 			s.attemptDone()
 			s.log.Info("Container event stream connected")
-			s.changed(true, false)
+			s.gen.StreamChanged(true, false)
 			err = s.drain(ctx, stream, start)
 		}
 		s.attemptDone()
@@ -338,31 +338,31 @@ func (s *streamSupervisor) run(ctx context.Context) {
 			s.metrics.StreamConnected.Set(0)
 			return
 		}
-		held := opened && s.clock.Since(start) >= streamHold
+		held := opened && s.clock.Since(start) >= Hold
 		// CRI-O with events off closes at once; a runtime without the RPC
 		// answers Unimplemented: both mean there is no stream.
 		unsupported := status.Code(err) == codes.Unimplemented || (opened && !held && errors.Is(err, io.EOF))
 		s.metrics.StreamConnected.Set(0)
 		s.metrics.EventedConnectionErrors.Inc()
 		s.down(s.clock.Now(), err, unsupported)
-		s.changed(false, opened)
+		s.gen.StreamChanged(false, opened)
 		switch {
-		case unsupported && s.mode == ModeAuto:
+		case unsupported && !s.required:
 			s.log.Info("The runtime has no container event stream; relisting alone", "err", err, "retryIn", s.noStreamRetry)
 			delay = s.noStreamRetry
 		case held:
 			s.log.Warn("Container event stream ended; reconnecting", "err", err, "connectedFor", s.clock.Since(start))
-			delay, backoff = 0, retryMin
+			delay, backoff = 0, reconnectMin
 		default:
 			s.log.Warn("Container event stream failed; relisting every period until it is back", "err", err, "retryIn", backoff)
 			delay = jitter(backoff)
-			backoff = min(2*backoff, retryMax)
+			backoff = min(2*backoff, reconnectMax)
 		}
 	}
 }
 
 // drain reads the stream until it ends.
-func (s *streamSupervisor) drain(ctx context.Context, stream runtime.EventStream, connectedAt time.Time) error {
+func (s *Supervisor) drain(ctx context.Context, stream runtime.EventStream, connectedAt time.Time) error {
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
@@ -371,16 +371,16 @@ func (s *streamSupervisor) drain(ctx context.Context, stream runtime.EventStream
 			}
 			return err
 		}
-		s.deliver(ev, connectedAt)
+		s.gen.Deliver(ev, connectedAt)
 		s.backlog.saw(ev, connectedAt)
 	}
 }
 
-// awaitBacklog returns once the connected stream has delivered what the
+// AwaitBacklog returns once the connected stream has delivered what the
 // runtime kept for it (see backlog.go), at once if none is connected.
-func (s *streamSupervisor) awaitBacklog(ctx context.Context) {
+func (s *Supervisor) AwaitBacklog(ctx context.Context) {
 	s.backlog.wait(ctx, func() (bool, time.Time) {
-		connected, since, _, _ := s.snapshot()
+		connected, since, _, _ := s.Snapshot()
 		return connected, since
 	})
 }
@@ -390,3 +390,21 @@ func (s *streamSupervisor) awaitBacklog(ctx context.Context) {
 func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
+
+// RelistFailed asks for another relist of pod uid, whose relist failed at
+// now, after a backoff (retries.go).
+func (s *Supervisor) RelistFailed(uid string, now time.Time) { s.retries.failed(uid, now) }
+
+// Settled lets the removal watch learn from what a relist or a payload
+// reported of pod uid at now.
+func (s *Supervisor) Settled(uid string, items []Item, now time.Time) {
+	s.watch.settled(uid, items, now)
+}
+
+// PendingRetries returns how many pods wait for a retry, for tests of its
+// bounds.
+func (s *Supervisor) PendingRetries() int { return s.retries.pending() }
+
+// WatchSize returns how many items the removal watch knows of each kind,
+// for tests of its bounds.
+func (s *Supervisor) WatchSize() (containers, pods int) { return s.watch.size() }

@@ -1,7 +1,7 @@
 // Copyright 2026 The pleg Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package pleg_test
+package docs_test
 
 import (
 	"fmt"
@@ -22,6 +22,7 @@ const repoURL = "https://github.com/plegkit/pleg"
 // TestDocLinks checks every relative link of the project's Markdown: the
 // file it names exists, and a #fragment names a heading of that file.
 func TestDocLinks(t *testing.T) {
+	atRoot(t)
 	docs, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +46,7 @@ func TestDocLinks(t *testing.T) {
 // a file on main and a heading of it that exist: an operator paged at
 // night follows that link.
 func TestRunbookURLs(t *testing.T) {
+	atRoot(t)
 	files := []string{
 		"deploy/prometheus/prometheus-rules.yaml", "deploy/prometheus/prometheus-rules.test.yaml",
 		"deploy/grafana/pleg-dashboard.json", "charts/pleg/dashboards/pleg.json",
@@ -108,8 +110,8 @@ func checkRelativeLink(from, target string) error {
 }
 
 // checkFile checks that file exists in the repository (the test runs at
-// its root) and that fragment, if any, is a heading of it. A fragment of
-// a directory is its README's.
+// its root, see atRoot) and that fragment, if any, is a heading of it. A
+// fragment of a directory is its README's.
 func checkFile(file, fragment string) error {
 	file = path.Clean(file)
 	if file == ".." || strings.HasPrefix(file, "../") {
