@@ -28,6 +28,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/flightrec"
 	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
@@ -104,6 +105,9 @@ type Config struct {
 	// events (package kubereport). Its Logger, Registerer and, when the
 	// runtime tells them, Sizes are set by the daemon.
 	Kube *kubereport.Config
+	// FlightRecorder keeps the runtime's and the host's state at the
+	// onset of an incident, in StateDir.
+	FlightRecorder FlightRecorder
 	// OTLP, with an endpoint, exports the journal's events to an
 	// OpenTelemetry Collector as log records.
 	OTLP OTLP
@@ -120,6 +124,8 @@ type Daemon struct {
 	servers  []*server // the API's, then the metrics' if any
 	kube     *kubereport.Reporter
 	build    *metrics.BuildInfo
+	// Recorder is the flight recorder, or nil when it is off.
+	Recorder *flightrec.Recorder
 	exporter *otlpexport.Exporter
 }
 
@@ -197,8 +203,12 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	cfg := d.cfg
 	opts := cfg.Generator
 	opts.Cache, opts.Store, opts.Registerer, opts.Logger = d.Cache, d.Journal, d.Registry, cfg.Logger
-	gen, err := pleg.New(runtime.Instrument(cfg.Runtime, ops), opts)
+	calls := flightCalls(cfg)
+	gen, err := pleg.New(runtime.Instrument(wrapForRecorder(cfg.Runtime, calls), ops), opts)
 	if err != nil {
+		return err
+	}
+	if d.Recorder, err = newFlightRecorder(cfg, calls, gen, d.Registry); err != nil {
 		return err
 	}
 	kube, err := newKubeReporter(cfg, gen, d.Registry)
@@ -228,6 +238,7 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 		Profiling:           cfg.Profiling,
 		Logger:              cfg.Logger,
 	})
+	d.API.HandleRecordings(recordings(d.Recorder))
 	return nil
 }
 
@@ -418,6 +429,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.Gen.Start()
 	stopKube := startKube(d.kube, d.cfg.Logger)
 	stopVersion := d.startVersionWatch()
+	stopRecorder := startRecorder(d.Recorder, d.cfg.Logger)
 	stopExporter := d.startExporter()
 
 	served := make(chan error, len(d.servers))
@@ -466,6 +478,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	stopKube()
 	stopVersion()
+	stopRecorder()
 	d.Gen.Stop()
 	stopExporter()
 	if jerr := d.Journal.Close(); jerr != nil {

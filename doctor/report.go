@@ -108,6 +108,9 @@ type Report struct {
 	Inspection Inspection  `json:"inspection"`
 	Projection Projection  `json:"projection"`
 	Daemon     *Daemon     `json:"daemon,omitempty"`
+	// Recording names the flight recording whose findings were added,
+	// if one was.
+	Recording string `json:"recording,omitempty"`
 
 	// pods are every inspected pod with its calls, for the assessment and
 	// the charts; too many for the JSON report.

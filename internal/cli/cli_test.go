@@ -42,6 +42,8 @@ func TestInvalidFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"watch", "-o", "yaml"}, `--output "yaml": want table, json`},
 		{[]string{"watch", "--type", "ContainerExploded"}, `unknown event type "ContainerExploded"`},
 		{[]string{"run", "--event-buffer=0"}, "--event-buffer 0: must be at least 1"},
+		{[]string{"run", "--flight-recorder-fraction=1.5"}, "--flight-recorder-fraction 1.5: want more than 0, at most 1"},
+		{[]string{"doctor", "recordings", "-o", "yaml"}, `--output "yaml": want text, json`},
 		{[]string{"run", "--simulate", "--sim-churn=crash=fast"}, "crash"},
 		{[]string{"run", "--simulate", "--sim-latency=slow"}, "slow"},
 		{[]string{"sim"}, "--socket is required"},

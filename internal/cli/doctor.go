@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/plegkit/pleg/api/client"
+	"github.com/plegkit/pleg/daemon"
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/render"
 )
@@ -74,6 +75,7 @@ type doctorFlags struct {
 	daemon      *client.Client
 	output      string
 	htmlFile    string
+	stateDir    string
 }
 
 func newDoctorCommand(g *global) *cobra.Command {
@@ -102,6 +104,9 @@ func newDoctorCommand(g *global) *cobra.Command {
 	f.StringVar(&o.htmlFile, "html", "", `also write the report as a self-contained HTML page to this file; "-" writes `+
 		`the page to the standard output and the report to the standard error (in a pod, whose root filesystem is `+
 		`read-only: kubectl exec ... -- pleg doctor --html - > page.html)`)
+	f.StringVar(&o.stateDir, "state-dir", daemon.DefaultStateDir, "pleg run's state directory: the findings of its "+
+		"newest flight recording join the verdict (one older than an hour as info); \"\" reads none")
+	cmd.AddCommand(newDoctorRecordingsCommand(g))
 	return cmd
 }
 
@@ -132,6 +137,7 @@ func (o *doctorFlags) run(cmd *cobra.Command, g *global) error {
 	if err != nil {
 		return err
 	}
+	addLatestRecording(report, o.stateDir, g.stderr)
 	// With --html - the page is the standard output, whole, and the
 	// report goes to the standard error: in a pod, whose root filesystem
 	// is read-only, `kubectl exec ... pleg doctor --html - > page.html`

@@ -141,7 +141,7 @@ func (o *runFlags) validate() error {
 	if o.simulate {
 		errs = append(errs, o.sim.validate())
 	}
-	errs = append(errs, o.kube.validate(), o.otlp.validate())
+	errs = append(errs, o.kube.validate(), o.otlp.validate(), validateFlightRecorder(cfg.FlightRecorder))
 	return errors.Join(errs...)
 }
 
@@ -228,6 +228,7 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 	o.kube.register(f)
 	// Export to an OpenTelemetry Collector: off unless asked.
 	o.otlp.register(f)
+	registerFlightRecorder(f, &cfg.FlightRecorder)
 }
 
 // syncFlag is --state-sync: a period, "always" or "never".

@@ -239,6 +239,11 @@ disabled_plugins = [
 [ttrpc]
   address = %[4]s
 
+# Go's profiles over HTTP, goroutine stacks included, for pleg's flight
+# recorder: DebugSocket.
+[debug]
+  address = %[13]s
+
 [plugins]
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = 'native'
@@ -283,7 +288,19 @@ disabled_plugins = [
 		q(filepath.Join(dir, "root")), q(filepath.Join(dir, "state")), q(socket), q(socket+".ttrpc"),
 		q(SandboxImage), q(runc), q(filepath.Join(dir, "runc")),
 		q(cniBin), q(filepath.Join(dir, "cni", "net.d")), q(filepath.Join(dir, "opt")),
-		runtime.GOARCH, maxSendMessageSize)
+		runtime.GOARCH, maxSendMessageSize, q(socket+debugSuffix))
+}
+
+// debugSuffix names containerd's debug socket after its CRI socket.
+const debugSuffix = ".debug"
+
+// DebugSocket is the path of containerd's debug socket, which serves
+// Go's profiles (/debug/pprof/goroutine?debug=2) over HTTP; "" for CRI-O.
+func (in *Instance) DebugSocket() string {
+	if in.Spec.Kind == CRIO {
+		return ""
+	}
+	return in.socket + debugSuffix
 }
 
 // maxSendMessageSize is the largest message the test containerd sends.
@@ -320,6 +337,10 @@ disabled_plugins = [
 [ttrpc]
   address = %[4]s
 
+# As in containerdConfigV3: the debug socket.
+[debug]
+  address = %[12]s
+
 [plugins]
   [plugins."io.containerd.grpc.v1.cri"]
     sandbox_image = %[5]s
@@ -348,7 +369,7 @@ disabled_plugins = [
 		q(filepath.Join(dir, "root")), q(filepath.Join(dir, "state")), q(socket), q(socket+".ttrpc"),
 		q(SandboxImage), q(runc), q(filepath.Join(dir, "runc")),
 		q(filepath.Join(dir, "cni", "bin")), q(filepath.Join(dir, "cni", "net.d")), q(filepath.Join(dir, "opt")),
-		maxSendMessageSize)
+		maxSendMessageSize, q(socket+debugSuffix))
 }
 
 // networkConfig is a CNI network of the loopback plugin alone. It is

@@ -290,6 +290,11 @@ var expectations = []struct {
 	{regexp.MustCompile(`^pleg watch -r unix:///run/nothing\.sock --wait 30s$`), nonZero,
 		regexp.MustCompile(`has not answered for 30s`)},
 	{regexp.MustCompile(`^pleg pods `), zero, regexp.MustCompile(`^NAME\s+ID\s+STATE\s+ATTEMPT\s+CREATED\s+INFO\n`)},
+	// The flight recorder's recordings: none on this machine, where no
+	// pleg run has had an incident (test/e2e's TestFlightRec* read real
+	// ones).
+	{regexp.MustCompile(`^pleg doctor recordings( latest)?$`), func(c int) bool { return c <= 2 },
+		regexp.MustCompile(`(?s)^(no recordings\n|NAME\s+TRIGGER|Recording |pleg: no recordings in )`)},
 	// doctor's exit code is its verdict: 2, 1 or 0.
 	{regexp.MustCompile(`^pleg doctor `), func(c int) bool { return c <= 2 }, regexp.MustCompile(`(?s)^pleg doctor: .*\nVerdict: `)},
 	{regexp.MustCompile(`^pleg version -r unix:///tmp/sim\.sock$`), zero, regexp.MustCompile(`(?m)^runtime: pleg-sim .* at unix://`)},
