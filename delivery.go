@@ -8,6 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/trace"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -66,9 +67,11 @@ func (g *Generator) flush(out *outbox) {
 		g.log.Error("PLEG: Could not keep changes in the store; delivering them anyway, a restart may report them again",
 			"pods", len(out.changes), "err", err)
 	}
+	g.traceEvents(trace.Committed, out.events)
 	start := 0
 	for i, c := range out.changes {
 		g.out.publish(c, out.events[start:out.ends[i]])
+		g.traceEvents(trace.Published, out.events[start:out.ends[i]])
 		start = out.ends[i]
 	}
 	clear(out.changes)
