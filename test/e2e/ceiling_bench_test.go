@@ -25,11 +25,12 @@ import (
 //     the same concurrency, nothing else. ceiling/cold is the fraction of
 //     the runtime's ceiling pleg reaches (1 is the ceiling; the cold relist
 //     also lists, which the ceiling does not);
+//
 //   - idle: a relist that finds nothing changed, against floor: one raw
 //     ListPodSandbox and one raw ListContainers. idle/floor is what pleg
 //     adds to the two lists it cannot do without.
 //
-//	go test -run '^$' -bench RelistCeiling -benchtime 30x ./test/e2e/
+//     go test -run '^$' -bench RelistCeiling -benchtime 30x ./test/e2e/
 func BenchmarkRelistCeiling(b *testing.B) {
 	in := benchContainerd(b)
 	ctx := b.Context()
