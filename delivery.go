@@ -24,11 +24,12 @@ type outbox struct {
 	reports []PodReport
 }
 
-// deliver delivers one pod's change at once. Callers hold relistMu.
+// deliver delivers one pod's change at once, through an outbox kept for
+// it: an event applied from its payload allocates none. Callers hold
+// relistMu.
 func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
-	var out outbox
-	g.addChange(&out, rec, change, status)
-	g.flush(&out)
+	g.addChange(&g.single, rec, change, status)
+	g.flush(&g.single)
 }
 
 // addChange logs a pod's change the kubelet's way and puts it in out, with
