@@ -8,6 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/trace"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -23,11 +24,12 @@ type outbox struct {
 	reports []PodReport
 }
 
-// deliver delivers one pod's change at once. Callers hold relistMu.
+// deliver delivers one pod's change at once, through an outbox kept for
+// it: an event applied from its payload allocates none. Callers hold
+// relistMu.
 func (g *Generator) deliver(rec *podRecord, change *podChange, status *runtime.PodStatus) {
-	var out outbox
-	g.addChange(&out, rec, change, status)
-	g.flush(&out)
+	g.addChange(&g.single, rec, change, status)
+	g.flush(&g.single)
 }
 
 // addChange logs a pod's change the kubelet's way and puts it in out, with
@@ -66,9 +68,11 @@ func (g *Generator) flush(out *outbox) {
 		g.log.Error("PLEG: Could not keep changes in the store; delivering them anyway, a restart may report them again",
 			"pods", len(out.changes), "err", err)
 	}
+	g.traceEvents(trace.Committed, out.events)
 	start := 0
 	for i, c := range out.changes {
 		g.out.publish(c, out.events[start:out.ends[i]])
+		g.traceEvents(trace.Published, out.events[start:out.ends[i]])
 		start = out.ends[i]
 	}
 	clear(out.changes)

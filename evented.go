@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg/internal/stream"
+	"github.com/plegkit/pleg/internal/trace"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -108,6 +109,7 @@ func (s streamSide) Deliver(ev *runtimeapi.ContainerEventResponse, connectedAt t
 	if ev.GetCreatedAt() > 0 {
 		g.metrics.EventedLatency.Observe(now.Sub(time.Unix(0, ev.GetCreatedAt())).Seconds())
 	}
+	g.trace(trace.Received, ev)
 	if !g.events.push(queuedEvent{ev: ev, connectedAt: connectedAt, received: now}) {
 		g.metrics.EventsDropped.Inc()
 	}
@@ -164,7 +166,10 @@ func (g *Generator) absorbEvents(pod string) {
 // handleEvent applies an event's payload at once (payload.go), or takes
 // the event as a hint: it asks for a relist of its pod. Callers hold
 // relistMu.
-func (g *Generator) handleEvent(e queuedEvent) { g.handleEventAs(e, "") }
+func (g *Generator) handleEvent(e queuedEvent) {
+	g.trace(trace.Dequeued, e.ev)
+	g.handleEventAs(e, "")
+}
 
 // handleEventAs handles an event, as a hint for the reason given if one is.
 func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
@@ -220,6 +225,7 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		}
 		g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
 	}
+	g.trace(trace.Hinted, ev)
 	uid := g.st.podOf(ev)
 	rec := g.st.records[uid]
 	if !g.st.hints.note(
@@ -251,6 +257,37 @@ func eventTypeLabel(t runtimeapi.ContainerEventType) string {
 		return "deleted"
 	default:
 		return "unknown"
+	}
+}
+
+// trace tells Options.Trace, if set, that the event ev tells of passed
+// stage.
+func (g *Generator) trace(stage trace.Stage, ev *runtimeapi.ContainerEventResponse) {
+	if g.opts.Trace == nil {
+		return
+	}
+	var typ EventType
+	switch ev.GetContainerEventType() {
+	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
+		typ = ContainerStarted
+	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
+		typ = ContainerDied
+	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
+		typ = ContainerRemoved
+	default:
+		return
+	}
+	g.opts.Trace(stage, ev.GetContainerId(), string(typ), time.Now())
+}
+
+// traceEvents tells Options.Trace, if set, that events passed stage.
+func (g *Generator) traceEvents(stage trace.Stage, events []Event) {
+	if g.opts.Trace == nil {
+		return
+	}
+	now := time.Now()
+	for i := range events {
+		g.opts.Trace(stage, events[i].ContainerID, string(events[i].Type), now)
 	}
 }
 

@@ -55,6 +55,9 @@ type Generator struct {
 	// one writer of the cache.
 	relistMu sync.Mutex
 	st       relistState
+	// single is deliver's outbox, owned by relistMu: one event's change
+	// at a time, its slices kept from one to the next.
+	single outbox
 
 	runMu  sync.Mutex
 	cancel context.CancelFunc

@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg/internal/stream"
+	"github.com/plegkit/pleg/internal/trace"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -170,6 +171,7 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 	if !g.cache.Set(rec.uid, status, nil, rec.modified) {
 		return fallbackRefused
 	}
+	g.trace(trace.Applied, e.ev)
 	if !known {
 		st.records[rec.uid] = rec
 	}

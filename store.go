@@ -29,7 +29,8 @@ type Store interface {
 	// may be none: a container that went to an unknown state moves its
 	// pod's report without an event to deliver. An error tells that the
 	// change is not kept; the generator logs it and delivers the events
-	// anyway.
+	// anyway. The slices are the generator's again once Commit returns:
+	// a store keeps copies of what it keeps.
 	Commit(events []Event, pods []PodReport) error
 }
 

@@ -161,6 +161,8 @@ type Journal struct {
 	// runtime is what the store says of the runtime it describes.
 	runtime Runtime
 	grew    chan struct{}
+	// grewHanded tells that a reader was given grew since it was made.
+	grewHanded bool
 	// w writes to the directory; nil in memory.
 	w *writer
 	// head is the head file, kept after a failure to write: rewritten in
@@ -300,9 +302,11 @@ func (j *Journal) Commit(events []pleg.Event, pods []pleg.PodReport) error {
 	} else if j.head != nil && len(events) > 0 {
 		_ = writeHead(j.head, j.next-1) // best effort: the disk failed already
 	}
-	if len(events) > 0 {
+	if len(events) > 0 && j.grewHanded {
+		// Only a channel a reader was given needs closing; a commit
+		// nobody waits on keeps it, and allocates nothing for it.
 		close(j.grew)
-		j.grew = make(chan struct{})
+		j.grew, j.grewHanded = make(chan struct{}), false
 	}
 	j.updateGauges()
 	j.metrics.commitDuration.Observe(time.Since(start).Seconds())
@@ -350,6 +354,7 @@ func (j *Journal) ReadAppend(dst []Entry, after uint64, limit int) ([]Entry, <-c
 		out = append(out, Entry{Seq: floor, Gap: true, From: after + 1, To: floor})
 		after = floor
 	}
+	j.grewHanded = true
 	return j.ring.appendAfter(out, after, limit-len(out)), j.grew
 }
 

@@ -264,30 +264,7 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 	b.StopTimer()
 	defer b.StartTimer()
 	ctx := context.Background()
-	clearPods(b, in)
-	type app struct {
-		pod     runtimetest.PodSpec
-		sandbox string
-		id      string
-		n       int
-		mu      sync.Mutex
-	}
-	apps := make([]*app, pods)
-	for i := range pods {
-		pod := runtimetest.PodSpec{UID: fmt.Sprintf("restart-%03d", i), Name: fmt.Sprintf("restart-%03d", i), Namespace: "bench"}
-		sb, err := in.RunPod(ctx, pod)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := in.RunContainer(ctx, sb, pod, runtimetest.ContainerSpec{Name: "sidecar", Args: sleeping}); err != nil {
-			b.Fatal(err)
-		}
-		id, err := in.RunContainer(ctx, sb, pod, runtimetest.ContainerSpec{Name: "app", Args: sleeping})
-		if err != nil {
-			b.Fatal(err)
-		}
-		apps[i] = &app{pod: pod, sandbox: sb, id: id}
-	}
+	apps := startRestartApps(b, in, pods)
 	paths := []*watched{watchRuntimeStream(b, in)}
 	for _, name := range restartPaths(b) {
 		switch name {
@@ -318,50 +295,7 @@ func restartLatency(b *testing.B, in *runtimetest.Instance, pods int, rate float
 		}
 	}
 
-	// The calls' returns, as keys the consumers must see.
-	var mu sync.Mutex
-	returned := map[arrivalKey]time.Time{}
-	done := func(id, typ string) {
-		mu.Lock()
-		returned[arrivalKey{id, typ}] = time.Now()
-		mu.Unlock()
-	}
-	restart := func(a *app) {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if err := in.StopContainer(ctx, a.id, 0); err != nil {
-			b.Error(err)
-			return
-		}
-		done(a.id, string(pleg.ContainerDied))
-		if err := in.RemoveContainer(ctx, a.id); err != nil {
-			b.Error(err)
-			return
-		}
-		done(a.id, string(pleg.ContainerRemoved))
-		a.n++
-		id, err := in.CreateContainer(ctx, a.sandbox, a.pod, runtimetest.ContainerSpec{Name: "app", Attempt: uint32(a.n), Args: sleeping})
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		if err := in.StartContainer(ctx, id); err != nil {
-			b.Error(err)
-			return
-		}
-		done(id, string(pleg.ContainerStarted))
-		a.id = id
-	}
-	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	end := time.Now().Add(duration)
-	for i := 0; time.Now().Before(end); i++ {
-		<-tick.C
-		a := apps[i%pods]
-		wg.Go(func() { restart(a) })
-	}
-	tick.Stop()
-	wg.Wait()
+	returned := runRestarts(b, in, apps, rate, duration)
 
 	// Everything expected arrives, or counts as missing after a while.
 	settle := time.Now().Add(10 * time.Second)
@@ -510,4 +444,91 @@ type metricsOf struct{ c *client.Client }
 func (m metricsOf) Gather() ([]*dto.MetricFamily, error) {
 	families, err := m.c.Metrics(context.Background())
 	return slices.Collect(maps.Values(families)), err
+}
+
+// restartApp is a pod whose app container restarts as a crash-looping
+// pod's does.
+type restartApp struct {
+	pod     runtimetest.PodSpec
+	sandbox string
+	id      string
+	n       int
+	mu      sync.Mutex
+}
+
+// startRestartApps clears the runtime and starts pods pods of two
+// containers, a sidecar and the app that restarts.
+func startRestartApps(b *testing.B, in *runtimetest.Instance, pods int) []*restartApp {
+	b.Helper()
+	ctx := context.Background()
+	clearPods(b, in)
+	apps := make([]*restartApp, pods)
+	for i := range pods {
+		pod := runtimetest.PodSpec{UID: fmt.Sprintf("restart-%03d", i), Name: fmt.Sprintf("restart-%03d", i), Namespace: "bench"}
+		sb, err := in.RunPod(ctx, pod)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := in.RunContainer(ctx, sb, pod, runtimetest.ContainerSpec{Name: "sidecar", Args: sleeping}); err != nil {
+			b.Fatal(err)
+		}
+		id, err := in.RunContainer(ctx, sb, pod, runtimetest.ContainerSpec{Name: "app", Args: sleeping})
+		if err != nil {
+			b.Fatal(err)
+		}
+		apps[i] = &restartApp{pod: pod, sandbox: sb, id: id}
+	}
+	return apps
+}
+
+// runRestarts restarts the apps in turn, rate a second, for duration
+// (stop, remove, create, start), and returns when each call that should
+// yield an event returned, keyed as the consumers see the events.
+func runRestarts(b *testing.B, in *runtimetest.Instance, apps []*restartApp, rate float64, duration time.Duration) map[arrivalKey]time.Time {
+	b.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex
+	returned := map[arrivalKey]time.Time{}
+	done := func(id, typ string) {
+		mu.Lock()
+		returned[arrivalKey{id, typ}] = time.Now()
+		mu.Unlock()
+	}
+	restart := func(a *restartApp) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if err := in.StopContainer(ctx, a.id, 0); err != nil {
+			b.Error(err)
+			return
+		}
+		done(a.id, string(pleg.ContainerDied))
+		if err := in.RemoveContainer(ctx, a.id); err != nil {
+			b.Error(err)
+			return
+		}
+		done(a.id, string(pleg.ContainerRemoved))
+		a.n++
+		id, err := in.CreateContainer(ctx, a.sandbox, a.pod, runtimetest.ContainerSpec{Name: "app", Attempt: uint32(a.n), Args: sleeping})
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		if err := in.StartContainer(ctx, id); err != nil {
+			b.Error(err)
+			return
+		}
+		done(id, string(pleg.ContainerStarted))
+		a.id = id
+	}
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	end := time.Now().Add(duration)
+	for i := 0; time.Now().Before(end); i++ {
+		<-tick.C
+		a := apps[i%len(apps)]
+		wg.Go(func() { restart(a) })
+	}
+	tick.Stop()
+	wg.Wait()
+	return returned
 }
