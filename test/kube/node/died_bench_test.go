@@ -63,7 +63,9 @@ const diedNS = "died"
 //	cd test/kube && CI=true go test -run '^$' -bench DiedBesideTheKubelet -benchtime 1x ./node/
 //
 // PLEG_BENCH_DIED_DURATION (90s) is how long the pods crash;
-// PLEG_BENCH_DIED_PODS (12) how many there are. It needs root.
+// PLEG_BENCH_DIED_PODS (12) how many there are; PLEG_BENCH_DIED_EVENTED=false
+// runs the kubelet's generic PLEG alone (the gate's default). It needs
+// root.
 func BenchmarkDiedBesideTheKubelet(b *testing.B) {
 	duration := 90 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("PLEG_BENCH_DIED_DURATION")); err == nil && d > 0 {
@@ -73,12 +75,13 @@ func BenchmarkDiedBesideTheKubelet(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("PLEG_BENCH_DIED_PODS")); err == nil && n > 0 {
 		pods = n
 	}
+	evented := os.Getenv("PLEG_BENCH_DIED_EVENTED") != "false"
 	readOnly, err := freePort()
 	if err != nil {
 		b.Fatal(err)
 	}
 	c := startClusterWith(b, func(o *kubetest.KubeletOptions) {
-		o.FeatureGates = map[string]bool{"EventedPLEG": true}
+		o.FeatureGates = map[string]bool{"EventedPLEG": evented}
 		o.ReadOnlyPort = readOnly
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
