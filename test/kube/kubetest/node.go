@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -134,6 +136,9 @@ type KubeletOptions struct {
 	// MaxPods is the kubelet's maxPods; 0 keeps its default, 110, past
 	// which it refuses pods (OutOfpods).
 	MaxPods int
+	// FeatureGates are the kubelet's featureGates (e.g. EventedPLEG, an
+	// alpha gate off by default); nil leaves the release's defaults.
+	FeatureGates map[string]bool
 }
 
 // Kubelet is a running kubelet.
@@ -249,7 +254,21 @@ volumePluginDir: %[7]q
 serializeImagePulls: false
 `, opts.NodeIP, ports[0], ports[1], caFile, opts.RuntimeEndpoint,
 		filepath.Join(dir, "manifests"), filepath.Join(dir, "volume-plugins"), cgroupRoot,
-		opts.ReadOnlyPort, cmp.Or(opts.MaxPods, 110))
+		opts.ReadOnlyPort, cmp.Or(opts.MaxPods, 110)) + featureGates(opts.FeatureGates)
+}
+
+// featureGates is the configuration's featureGates map, sorted, or
+// nothing when there are none.
+func featureGates(gates map[string]bool) string {
+	if len(gates) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("featureGates:\n")
+	for _, name := range slices.Sorted(maps.Keys(gates)) {
+		fmt.Fprintf(&b, "  %s: %t\n", name, gates[name])
+	}
+	return b.String()
 }
 
 // Log is the kubelet's log so far.

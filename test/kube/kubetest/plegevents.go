@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // PLEGKey is one PLEG event as both the kubelet and pleg tell it: the
@@ -32,6 +33,11 @@ type KubeletPLEGEvent struct {
 	PLEGKey
 	// Pod is namespace/name, when the kubelet still knew the pod.
 	Pod string
+	// At is when the kubelet logged the line: its klog header, to the
+	// microsecond, read in this process's time zone (the kubelet's, as
+	// it inherits the environment) and in the current year, which klog
+	// leaves out. Zero when the line has no klog header.
+	At time.Time
 }
 
 // The kubelet logs each PLEG event it syncs a pod on at -v=2 ("SyncLoop
@@ -40,9 +46,27 @@ type KubeletPLEGEvent struct {
 // never logs it.
 var plegLine = regexp.MustCompile(`"SyncLoop \(PLEG\): [^"]*"(?: pod="([^"]+)")? event=(\{[^}]*\})`)
 
+// klogHeader is the start of a klog text line: severity, MMDD and
+// hh:mm:ss.uuuuuu.
+var klogHeader = regexp.MustCompile(`^[IWEF](\d{4} \d{2}:\d{2}:\d{2}\.\d{6}) `)
+
+// klogTime is the time of a klog line's header, or zero.
+func klogTime(line []byte, year int) time.Time {
+	m := klogHeader.FindSubmatch(line)
+	if m == nil {
+		return time.Time{}
+	}
+	at, err := time.ParseInLocation("0102 15:04:05.000000", string(m[1]), time.Local)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Date(year, at.Month(), at.Day(), at.Hour(), at.Minute(), at.Second(), at.Nanosecond(), time.Local)
+}
+
 // KubeletPLEGEvents parses a kubelet's log for its PLEG events.
 func KubeletPLEGEvents(log []byte) ([]KubeletPLEGEvent, error) {
 	var out []KubeletPLEGEvent
+	year := time.Now().Year()
 	sc := bufio.NewScanner(bytes.NewReader(log))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -58,7 +82,8 @@ func KubeletPLEGEvents(log []byte) ([]KubeletPLEGEvent, error) {
 			return nil, fmt.Errorf("kubelet log line %q: %w", sc.Text(), err)
 		}
 		id, _ := ev.Data.(string)
-		out = append(out, KubeletPLEGEvent{PLEGKey: PLEGKey{PodUID: ev.ID, Type: ev.Type, ID: id}, Pod: string(m[1])})
+		out = append(out, KubeletPLEGEvent{PLEGKey: PLEGKey{PodUID: ev.ID, Type: ev.Type, ID: id}, Pod: string(m[1]),
+			At: klogTime(sc.Bytes(), year)})
 	}
 	return out, sc.Err()
 }

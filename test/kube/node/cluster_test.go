@@ -83,7 +83,7 @@ type cluster struct {
 
 // unavailable ends the test because the cluster could not start: a
 // failure under CI=true, a skip otherwise.
-func unavailable(t *testing.T, err error) {
+func unavailable(t testing.TB, err error) {
 	t.Helper()
 	if kubetest.InCI() {
 		t.Fatalf("a real node is required under CI=true but could not start: %v", err)
@@ -94,6 +94,13 @@ func unavailable(t *testing.T, err error) {
 // startCluster starts the cluster, waits until its node is Ready, and
 // stops it when the test ends.
 func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	return startClusterWith(t, nil)
+}
+
+// startClusterWith is startCluster with the kubelet's options changed by
+// kubelet (a benchmark's feature gates), when not nil.
+func startClusterWith(t testing.TB, kubelet func(*kubetest.KubeletOptions)) *cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		unavailable(t, errors.New("a kubelet needs root"))
@@ -185,10 +192,14 @@ func startCluster(t *testing.T) *cluster {
 			t.Error(err)
 		}
 	})
-	c.kubelet, err = c.server.StartKubelet(ctx, bin, kubetest.KubeletOptions{
+	kopts := kubetest.KubeletOptions{
 		NodeName: nodeName, Token: nodeToken, NodeIP: gateway,
 		RuntimeEndpoint: c.runtime.Endpoint, Verbosity: 2,
-	})
+	}
+	if kubelet != nil {
+		kubelet(&kopts)
+	}
+	c.kubelet, err = c.server.StartKubelet(ctx, bin, kopts)
 	if err != nil {
 		unavailable(t, err)
 	}
