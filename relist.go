@@ -46,6 +46,9 @@ func (g *Generator) relist(ctx context.Context) error {
 	}
 	g.health.relisted(start)
 	g.metrics.LastSeen.Set(float64(start.Unix()))
+	if g.startsUntold(containers) {
+		g.stream.AwaitBacklogBegun(ctx)
+	}
 	g.absorbEvents("")
 
 	st.group(sandboxes, containers, "", g.streamConnected())
@@ -82,6 +85,37 @@ func (g *Generator) relist(ctx context.Context) error {
 	g.cache.UpdateTime(start)
 	st.catchingUp = false
 	return nil
+}
+
+// startsUntold reports whether the first relist of a generator catching
+// up from a Store, its lists just back, finds gone a container it last
+// reported not yet running, while the stream is connected. Whether that
+// container ran, only the runtime's backlog can tell: its STARTED, or the
+// start time in its STOPPED's payload. The relist waits for the backlog
+// then, past the quiet that ends awaitStream's wait: a loaded runtime may
+// begin sending it later than that, and a STARTED that comes after the
+// relist reported the container Died and Removed could never be told in
+// order. Callers hold relistMu.
+func (g *Generator) startsUntold(containers []*runtimeapi.Container) bool {
+	st := &g.st
+	if !st.catchingUp || st.coveredSince.IsZero() || !g.streamConnected() {
+		return false
+	}
+	listed := make(map[string]struct{}, len(containers))
+	for _, c := range containers {
+		listed[c.GetId()] = struct{}{}
+	}
+	for _, rec := range st.records {
+		if !rec.restored {
+			continue
+		}
+		for _, e := range rec.old {
+			if _, ok := listed[e.id]; !ok && !e.sandbox && e.state.rank(false) < rankRunning {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // podList is what a pod's lists returned, for podListed.

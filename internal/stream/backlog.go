@@ -28,6 +28,10 @@ import (
 // back to back, so the quiet is long next to the gap between two of them
 // on a loaded node, and short next to a restart. A runtime that keeps no
 // backlog costs a restored generator that much before its first relist.
+// A loaded runtime may begin sending its backlog later than the quiet; a
+// relist whose lists show that a backlog must come (a container last
+// reported created is gone) waits patiently: for the backlog to begin,
+// then for the quiet after its last event.
 
 // BacklogQuiet is how long the stream must be silent for its backlog to
 // be taken as over.
@@ -73,19 +77,25 @@ func (b *backlogWatch) saw(ev *runtimeapi.ContainerEventResponse, connectedAt ti
 
 // wait returns once the backlog of the connected stream is over, or the
 // stream is down: up tells whether it is connected, and since when. It
-// waits at most FirstAttemptWait.
-func (b *backlogWatch) wait(ctx context.Context, up func() (bool, time.Time)) {
+// waits at most FirstAttemptWait. A patient wait does not take the quiet
+// since the stream connected for the end of a backlog not begun: it waits
+// for a first event, then for the quiet after the last one.
+func (b *backlogWatch) wait(ctx context.Context, up func() (bool, time.Time), patient bool) {
 	limit := b.clock.NewTimer(FirstAttemptWait)
 	defer limit.Stop()
 	for {
 		connected, since := up()
 		b.mu.Lock()
 		over, quietFrom := b.over, since
-		if b.last.After(quietFrom) {
+		begun := b.last.After(quietFrom)
+		if begun {
 			quietFrom = b.last
 		}
 		b.mu.Unlock()
 		left := BacklogQuiet - b.clock.Since(quietFrom)
+		if patient && !begun {
+			left = FirstAttemptWait
+		}
 		if !connected || over || left <= 0 {
 			return
 		}

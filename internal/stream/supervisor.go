@@ -379,10 +379,21 @@ func (s *Supervisor) drain(ctx context.Context, stream runtime.EventStream, conn
 // AwaitBacklog returns once the connected stream has delivered what the
 // runtime kept for it (see backlog.go), at once if none is connected.
 func (s *Supervisor) AwaitBacklog(ctx context.Context) {
-	s.backlog.wait(ctx, func() (bool, time.Time) {
-		connected, since, _, _ := s.Snapshot()
-		return connected, since
-	})
+	s.backlog.wait(ctx, s.connectedSince, false)
+}
+
+// AwaitBacklogBegun is AwaitBacklog for a caller that knows the runtime
+// has a backlog to send (a container it last reported was removed
+// meanwhile): the quiet since the stream connected does not end the wait,
+// since a loaded runtime may begin sending later than that; only the
+// quiet after an event of the backlog, or FirstAttemptWait, does.
+func (s *Supervisor) AwaitBacklogBegun(ctx context.Context) {
+	s.backlog.wait(ctx, s.connectedSince, true)
+}
+
+func (s *Supervisor) connectedSince() (bool, time.Time) {
+	connected, since, _, _ := s.Snapshot()
+	return connected, since
 }
 
 // jitter spreads d by ±20%, so that the nodes of a cluster whose runtimes
