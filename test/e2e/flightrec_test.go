@@ -62,6 +62,15 @@ func freeze(t *testing.T, pid int) time.Time {
 func shimOf(t *testing.T, in *runtimetest.Instance, sandbox string) int {
 	t.Helper()
 	socket := strings.TrimPrefix(in.Endpoint, "unix://")
+	return processOf(t, "shim of sandbox "+sandbox, func(comm, cmdline string) bool {
+		return strings.HasPrefix(comm, "containerd-shim") && strings.Contains(cmdline, socket) && strings.Contains(cmdline, sandbox)
+	})
+}
+
+// processOf is the first process whose comm and command line (arguments
+// joined by spaces) match.
+func processOf(t *testing.T, what string, match func(comm, cmdline string) bool) int {
+	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -72,16 +81,12 @@ func shimOf(t *testing.T, in *runtimetest.Instance, sandbox string) int {
 			continue
 		}
 		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if !strings.HasPrefix(string(comm), "containerd-shim") {
-			continue
-		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		args := strings.Split(string(cmdline), "\x00")
-		if strings.Contains(string(cmdline), socket) && strings.Contains(strings.Join(args, " "), sandbox) {
+		if match(strings.TrimSpace(string(comm)), strings.ReplaceAll(string(cmdline), "\x00", " ")) {
 			return pid
 		}
 	}
-	t.Fatalf("no shim of sandbox %s found", sandbox)
+	t.Fatalf("no %s found", what)
 	return 0
 }
 
@@ -290,23 +295,9 @@ func TestFlightRecContainerdFrozen(t *testing.T) {
 // line names it.
 func conmonOf(t *testing.T, id string) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.TrimSpace(string(comm)) == "conmon" && strings.Contains(string(cmdline), id) {
-			return pid
-		}
-	}
-	t.Fatalf("no conmon of container %s found", id)
-	return 0
+	return processOf(t, "conmon of container "+id, func(comm, cmdline string) bool {
+		return comm == "conmon" && strings.Contains(cmdline, id)
+	})
 }
 
 // TestFlightRecCRIOStacks freezes a container's conmon on CRI-O with

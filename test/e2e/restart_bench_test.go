@@ -197,6 +197,27 @@ func (w *watched) counted(b *testing.B, name, label, value string) float64 {
 
 func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, name string, hintOnly bool, stateDir string) *watched {
 	b.Helper()
+	w := &watched{name: name, consumers: map[string]*arrivals{"sub": newArrivals(), "api": newArrivals()},
+		inside: map[string][]time.Duration{}}
+	d := runDaemon(b, ctx, in, pleg.Options{Mode: pleg.ModeEvented, HintOnly: hintOnly}, stateDir,
+		func(ev pleg.Event, now time.Time) {
+			w.consumers["sub"].add(ev.ContainerID, string(ev.Type), now)
+			w.mu.Lock()
+			w.inside[string(ev.Type)] = append(w.inside[string(ev.Type)], now.Sub(ev.Observed))
+			w.mu.Unlock()
+		},
+		func(ev api.Event, now time.Time) { w.consumers["api"].add(ev.ContainerID, ev.Type, now) })
+	w.reg, w.gen = d.Registry, d.Gen
+	return w
+}
+
+// runDaemon runs the daemon as shipped over the instance, in evented mode
+// with opts, its journal in stateDir, until the benchmark ends: a
+// Subscribe() consumer and a /v1/events client are told each event as it
+// reaches them. It returns once the event stream drives.
+func runDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, opts pleg.Options, stateDir string,
+	onSub func(pleg.Event, time.Time), onAPI func(api.Event, time.Time)) *daemon.Daemon {
+	b.Helper()
 	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
@@ -204,7 +225,7 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 	b.Cleanup(func() { rt.Close() })
 	d, err := daemon.New(daemon.Config{
 		Runtime:   rt,
-		Generator: pleg.Options{Mode: pleg.ModeEvented, HintOnly: hintOnly},
+		Generator: opts,
 		StateDir:  stateDir,
 		Listen:    "127.0.0.1:0",
 		Logger:    slog.New(slog.DiscardHandler),
@@ -212,8 +233,6 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &watched{name: name, consumers: map[string]*arrivals{"sub": newArrivals(), "api": newArrivals()}, reg: d.Registry, gen: d.Gen,
-		inside: map[string][]time.Duration{}}
 	sub := d.Gen.Subscribe()
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(context.Background())
@@ -233,11 +252,7 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 			if err != nil {
 				return
 			}
-			now := time.Now()
-			w.consumers["sub"].add(ev.ContainerID, string(ev.Type), now)
-			w.mu.Lock()
-			w.inside[string(ev.Type)] = append(w.inside[string(ev.Type)], now.Sub(ev.Observed))
-			w.mu.Unlock()
+			onSub(ev, time.Now())
 		}
 	})
 	c, err := client.New("http://"+d.Addr(), client.Options{})
@@ -246,16 +261,16 @@ func watchDaemon(b *testing.B, ctx context.Context, in *runtimetest.Instance, na
 	}
 	wg.Go(func() {
 		_ = c.Follow(runCtx, client.FollowOptions{}, func(ev api.Event) error {
-			w.consumers["api"].add(ev.ContainerID, ev.Type, time.Now())
+			onAPI(ev, time.Now())
 			return nil
 		})
 	})
 	for deadline := time.Now().Add(time.Minute); !d.Gen.Status().Evented; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			b.Fatalf("%s: the event stream never drove", name)
+			b.Fatal("the event stream never drove")
 		}
 	}
-	return w
+	return d
 }
 
 // restartLatency runs one measurement: pods×2 containers, restarts at rate

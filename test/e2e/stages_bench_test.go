@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -13,11 +12,8 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
-	"github.com/plegkit/pleg/api/client"
-	"github.com/plegkit/pleg/daemon"
 	"github.com/plegkit/pleg/internal/runtimetest"
 	"github.com/plegkit/pleg/internal/trace"
-	"github.com/plegkit/pleg/runtime/cri"
 )
 
 // BenchmarkEventStages breaks down where each event's time goes, from
@@ -104,58 +100,9 @@ func (t *tracedDaemon) record(stage trace.Stage, id, typ string, at time.Time) {
 func watchTracedDaemon(b *testing.B, in *runtimetest.Instance) *tracedDaemon {
 	b.Helper()
 	t := &tracedDaemon{stages: map[arrivalKey]*[trace.NumStages]time.Time{}, sub: newArrivals(), api: newArrivals()}
-	rt, err := cri.New(cri.Options{Endpoint: in.Endpoint, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { rt.Close() })
-	d, err := daemon.New(daemon.Config{
-		Runtime:   rt,
-		Generator: pleg.Options{Mode: pleg.ModeEvented, Trace: t.record},
-		StateDir:  b.TempDir(),
-		Listen:    "127.0.0.1:0",
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sub := d.Gen.Subscribe()
-	var wg sync.WaitGroup
-	runCtx, stop := context.WithCancel(context.Background())
-	b.Cleanup(func() {
-		stop()
-		wg.Wait()
-		sub.Close()
-	})
-	wg.Go(func() {
-		if err := d.Run(runCtx); err != nil {
-			b.Error(err)
-		}
-	})
-	wg.Go(func() {
-		for {
-			ev, err := sub.Next(runCtx)
-			if err != nil {
-				return
-			}
-			t.sub.add(ev.ContainerID, string(ev.Type), time.Now())
-		}
-	})
-	c, err := client.New("http://"+d.Addr(), client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	wg.Go(func() {
-		_ = c.Follow(runCtx, client.FollowOptions{}, func(ev api.Event) error {
-			t.api.add(ev.ContainerID, ev.Type, time.Now())
-			return nil
-		})
-	})
-	for deadline := time.Now().Add(time.Minute); !d.Gen.Status().Evented; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("the event stream never drove")
-		}
-	}
+	runDaemon(b, context.Background(), in, pleg.Options{Mode: pleg.ModeEvented, Trace: t.record}, b.TempDir(),
+		func(ev pleg.Event, now time.Time) { t.sub.add(ev.ContainerID, string(ev.Type), now) },
+		func(ev api.Event, now time.Time) { t.api.add(ev.ContainerID, ev.Type, now) })
 	return t
 }
 
