@@ -42,6 +42,44 @@ func BenchmarkCommit(b *testing.B) {
 	}
 }
 
+// BenchmarkCommitRelist: what a relist of 1,000 pods whose 3 containers
+// all changed commits at once (BenchmarkStoreRelistThroughput's): 6,000
+// events and 1,000 reports.
+func BenchmarkCommitRelist(b *testing.B) {
+	var events []pleg.Event
+	var pods []pleg.PodReport
+	for i := range 1000 {
+		uid := fmt.Sprintf("pod-%04d", i)
+		ids := []string{fmt.Sprintf("c-%04d-0", i), fmt.Sprintf("c-%04d-1", i), fmt.Sprintf("c-%04d-2", i)}
+		for k, id := range ids {
+			ev := event(i*6 + k)
+			ev.PodUID, ev.ContainerID = uid, id
+			events = append(events, ev)
+			ev.Type = pleg.ContainerRemoved
+			events = append(events, ev)
+		}
+		pods = append(pods, report(uid, ids...))
+	}
+	for _, dir := range []bool{false, true} {
+		b.Run(map[bool]string{false: "memory", true: "disk"}[dir], func(b *testing.B) {
+			o := Options{Logger: slog.New(slog.DiscardHandler)}
+			if dir {
+				o.Dir = b.TempDir()
+			}
+			j, err := Open(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = j.Close() }()
+			for b.Loop() {
+				if err := j.Commit(events, pods); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkOpen: starting on a full store of the default retention
 // (65,536 events) of 100 pods.
 func BenchmarkOpen(b *testing.B) {

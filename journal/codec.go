@@ -117,8 +117,23 @@ func frame(buf []byte, typ byte, body func([]byte) []byte) []byte {
 	return buf
 }
 
-// errShort tells that the data ends inside a record.
-var errShort = errors.New("record cut short")
+// errShort tells that the data ends inside a record. errEnd and
+// errUnfinished are its kinds in a mapped tail: only zeros follow the
+// records, or a record copied but for its length.
+var (
+	errShort      = errors.New("record cut short")
+	errEnd        = fmt.Errorf("%w: the zeros of a tail never written", errShort)
+	errUnfinished = fmt.Errorf("%w: a record copied without its length", errShort)
+)
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // nextRecord splits the first record off data: its payload, and the bytes
 // it took. errShort tells that data ends before the record does.
@@ -128,7 +143,16 @@ func nextRecord(data []byte) (payload []byte, n int, err error) {
 	}
 	size := binary.LittleEndian.Uint32(data)
 	sum := binary.LittleEndian.Uint32(data[4:])
-	if size == 0 || size > maxRecord {
+	if size == 0 {
+		// No record starts with a zero length: a segment's mapped tail
+		// (tail.go) holds zeros past what was written, and a copy whose
+		// length was not yet stored when its process was killed.
+		if allZero(data) {
+			return nil, 0, errEnd
+		}
+		return nil, 0, errUnfinished
+	}
+	if size > maxRecord {
 		return nil, 0, fmt.Errorf("record length %d out of range", size)
 	}
 	if uint64(len(data)-frameSize) < uint64(size) {

@@ -5,6 +5,7 @@ package journal
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -80,17 +81,31 @@ func TestReadOnlyDirectory(t *testing.T) {
 // says so, and loses no event for its readers; the store it wrote stays
 // sound for the next run, which tells the events it could not keep as a
 // gap.
+//
+// With segments of 16 KiB, the disk fills while commits are copied to a
+// mapped tail, preallocated 4 KiB at a time: the preallocation fails, and
+// the write that follows tells the journal.
 func TestDiskFull(t *testing.T) {
+	for _, segment := range []int64{0, 16 << 10} {
+		t.Run(fmt.Sprintf("segment=%d", segment), func(t *testing.T) { testDiskFull(t, segment) })
+	}
+}
+
+func testDiskFull(t *testing.T, segment int64) {
 	requireRoot(t)
 	e := newEnv(t)
 	mount(t, "tmpfs", e.dir, "tmpfs", 0, "size=96k")
 	e.opts.Sync = SyncAlways
+	e.opts.SegmentBytes = segment
 	j := e.open()
 	var failed error
 	n := 0
 	for ; failed == nil && n < 5000; n++ {
 		ev := event(n)
 		failed = j.Commit([]pleg.Event{ev}, []pleg.PodReport{report(ev.PodUID, ev.ContainerID)})
+		if n == 0 && segment > 0 && (failed != nil || j.w.tail.mem == nil) {
+			t.Fatalf("the first commit was not copied to a mapped tail: %v", failed)
+		}
 	}
 	if !errors.Is(failed, syscall.ENOSPC) {
 		t.Fatalf("after %d commits: %v, want no space left", n, failed)

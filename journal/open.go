@@ -194,7 +194,7 @@ func (j *Journal) recovered(outcome string, rs *recovered, gap *Entry) {
 	j.recovery = outcome
 	j.metrics.recoveries.WithLabelValues(outcome).Inc()
 	args := []any{"dir", j.opts.Dir, "outcome", outcome, "pods", len(rs.pods), "events", j.ring.n, "next", j.next}
-	if rs.tornAt >= 0 {
+	if rs.tornAt >= 0 && !errors.Is(rs.tornErr, errEnd) {
 		args = append(args, "droppedIncompleteWrite", rs.tornErr)
 	}
 	switch {

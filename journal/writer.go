@@ -25,9 +25,23 @@ type writer struct {
 	reserved uint64
 	segLimit int64
 	sync     time.Duration
-	// dirty tells that seg was written since it was last synced.
-	dirty bool
-	buf   []byte
+	// dirty tells that seg was written since it was last synced, and
+	// unsynced about how many bytes; dirUnsynced that the directory holds
+	// a segment it was not synced with.
+	dirty       bool
+	unsynced    int64
+	dirUnsynced bool
+	// rotateDue tells rotateLoop that seg is full.
+	rotateDue chan struct{}
+	buf       []byte
+	// tail is seg's mapped tail (tail.go); chunk is how much of it is
+	// preallocated at a time. noTail tells that seg is written with
+	// write(2): its tail could not be mapped, or cannotMap tells that the
+	// file system cannot map one.
+	tail      tail
+	chunk     int64
+	noTail    bool
+	cannotMap bool
 }
 
 // startWriter starts a new segment, number num, with a checkpoint of the
@@ -35,7 +49,8 @@ type writer struct {
 // an earlier run may have lost; it syncs them, then leaves the journal
 // numbering after the gap.
 func (j *Journal) startWriter(lock *os.File, segments []segment, reserved uint64, gap *Entry) error {
-	w := &writer{dir: j.opts.Dir, lock: lock, segments: segments, segLimit: j.opts.SegmentBytes, sync: j.opts.Sync}
+	w := &writer{dir: j.opts.Dir, lock: lock, segments: segments, segLimit: j.opts.SegmentBytes, sync: j.opts.Sync,
+		chunk: tailChunk(j.opts.SegmentBytes)}
 	var err error
 	if w.head, err = openFile(filepath.Join(w.dir, headName), os.O_RDWR|os.O_CREATE); err != nil {
 		return err
@@ -53,7 +68,7 @@ func (j *Journal) startWriter(lock *os.File, segments []segment, reserved uint64
 	if gap != nil {
 		buf = appendGap(buf, gap.From, gap.To)
 	}
-	if err := w.startSegment(num, j.checkpoint(w.reserved), buf); err != nil {
+	if err := w.startSegment(num, j.checkpoint(w.reserved), buf, true); err != nil {
 		w.close()
 		return err
 	}
@@ -87,10 +102,11 @@ func (j *Journal) checkpoint(reserved uint64) *checkpoint {
 }
 
 // startSegment creates segment num with its header, the checkpoint c and
-// then more, syncs it and the directory, and makes it the one written.
-func (w *writer) startSegment(num uint64, c *checkpoint, more []byte) error {
+// then more, and makes it the one written. It syncs it and the directory
+// if sync is set; else the next sync does.
+func (w *writer) startSegment(num uint64, c *checkpoint, more []byte, sync bool) error {
 	name := segmentName(num)
-	f, err := openFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND)
+	f, err := openFile(filepath.Join(w.dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND) // read too: a mapping needs it
 	if err != nil {
 		return err
 	}
@@ -101,18 +117,24 @@ func (w *writer) startSegment(num uint64, c *checkpoint, more []byte) error {
 		_ = f.Close() // the write failed: that error is the one to tell
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := syncDir(w.dir); err != nil {
-		_ = f.Close()
-		return err
+	if sync {
+		if err := f.Sync(); err != nil {
+			_ = f.Close()
+			return err
+		}
+		if err := syncDir(w.dir); err != nil {
+			_ = f.Close()
+			return err
+		}
 	}
 	if w.seg != nil {
 		_ = w.seg.Close() // rotate synced it; a close makes nothing durable
 	}
-	w.seg, w.dirty = f, false
+	w.seg, w.noTail = f, w.cannotMap
+	w.dirty, w.unsynced, w.dirUnsynced = !sync, int64(len(buf)), !sync
+	if sync {
+		w.unsynced = 0
+	}
 	w.segments = append(w.segments, segment{name: name, size: int64(len(buf)), base: base})
 	return nil
 }
@@ -135,6 +157,7 @@ func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) 
 	if err := w.write(buf); err != nil {
 		return err
 	}
+	w.unsynced += int64(len(buf))
 	active := &w.segments[len(w.segments)-1]
 	if len(events) > 0 {
 		active.last = last
@@ -144,7 +167,7 @@ func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) 
 		if err := w.seg.Sync(); err != nil {
 			return err
 		}
-		w.dirty = false
+		w.dirty, w.unsynced = false, 0
 		if reserve {
 			w.reserved = last + reserveAhead
 		}
@@ -152,15 +175,45 @@ func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) 
 			return err
 		}
 	}
-	if active.size-active.base >= w.segLimit {
+	if !w.full() {
+		return nil
+	}
+	if w.unsynced <= maxInlineRotate || w.rotateDue == nil {
 		return w.rotate(j, last+1)
+	}
+	// Much to sync: rotateLoop syncs it outside the lock, then rotates;
+	// until then commits go on into this segment.
+	select {
+	case w.rotateDue <- struct{}{}:
+	default:
 	}
 	return nil
 }
 
-// write appends buf to the segment whole, or leaves the segment as it was.
+// maxInlineRotate is the most a commit syncs to start a new segment itself:
+// past it, syncing the full segment is left to rotateLoop, off the commit
+// path (a relist of a thousand pods fills a segment in a few commits, and
+// would wait on a sync of megabytes).
+const maxInlineRotate = 256 << 10
+
+// full tells that the segment written holds its size past its checkpoint.
+func (w *writer) full() bool {
+	active := &w.segments[len(w.segments)-1]
+	return active.size-active.base >= w.segLimit
+}
+
+// write appends buf, whole records, to the segment whole, or leaves the
+// segment as it was.
 func (w *writer) write(buf []byte) error {
 	active := &w.segments[len(w.segments)-1]
+	if len(buf) <= maxTailCopy && w.copyToTail(active.size, buf) {
+		active.size += int64(len(buf))
+		w.dirty = true
+		return nil
+	}
+	if err := w.finishTail(); err != nil {
+		return err
+	}
 	if _, err := w.seg.Write(buf); err != nil {
 		// A short write (a full disk) would leave a record cut short,
 		// which a later run takes for damage once a segment follows.
@@ -174,15 +227,22 @@ func (w *writer) write(buf []byte) error {
 	return nil
 }
 
-// rotate syncs the full segment and starts the next with a checkpoint
-// whose numbering goes on at next.
+// rotate syncs the full segment, cut after its records, and starts the
+// next with a checkpoint whose numbering goes on at next.
 func (w *writer) rotate(j *Journal, next uint64) error {
+	if err := w.finishTail(); err != nil {
+		return err
+	}
+	// The full segment is synced before the next is made: a machine that
+	// goes down must not leave a newer segment after an older one cut
+	// short, which reads as damage. The new one waits for the next sync,
+	// as any commit does.
 	if err := w.seg.Sync(); err != nil {
 		return err
 	}
 	c := j.checkpoint(w.reserved)
 	c.next = next
-	return w.startSegment(segmentNumber(w.segments[len(w.segments)-1].name)+1, c, nil)
+	return w.startSegment(segmentNumber(w.segments[len(w.segments)-1].name)+1, c, nil, w.sync == SyncAlways)
 }
 
 // dropSegmentsUpTo deletes the segments, but the one written, whose events
@@ -200,7 +260,10 @@ func (w *writer) dropSegmentsUpTo(floor uint64) {
 
 // closeCleanly records a clean stop, syncs and closes.
 func (w *writer) closeCleanly(last uint64) error {
-	_, err := w.seg.Write(appendClose(nil))
+	err := w.finishTail()
+	if err == nil {
+		_, err = w.seg.Write(appendClose(nil))
+	}
 	if err == nil {
 		err = w.seg.Sync()
 	}
@@ -211,8 +274,10 @@ func (w *writer) closeCleanly(last uint64) error {
 	return err
 }
 
-// close closes the files and releases the directory.
+// close closes the files and releases the directory. The segment keeps
+// the zeros of its tail, which the next run cuts.
 func (w *writer) close() {
+	_ = w.unmapTail() // nothing is lost: the pages are the file's
 	for _, f := range []*os.File{w.seg, w.head, w.lock} {
 		if f != nil {
 			_ = f.Close() // a close makes nothing durable: Sync does, checked where it matters

@@ -1,0 +1,129 @@
+// Copyright 2026 The pleg Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// A commit copies its records into the newest segment's tail, which is
+// preallocated and mapped, instead of writing them with write(2). The
+// mapping is the file's own page cache, the pages write(2) would fill: a
+// killed process loses nothing either way, and a sync writes both out
+// alike. The copy costs a tenth of the system call, which was most of what
+// keeping the journal on disk added to an event's delivery
+// (BenchmarkCommit, BenchmarkStoreEventLatency).
+//
+// The tail is preallocated with fallocate(2), so that a full disk is told
+// there, as an error, and never as a SIGBUS on a page the file system
+// cannot back. A file system that cannot preallocate or map (some network
+// and FUSE ones) is written with write(2), as before.
+//
+// Past the last record the tail holds zeros: a reader takes a zero length
+// for the end of what was written (nextRecord). A commit copies its
+// records whole but the first record's length, then that length: a kill
+// between the two leaves a zero where the records begin, so it loses the
+// commit whole, never a part of it, exactly as a torn write(2) would.
+
+// tail is the mapped part of the segment being written.
+type tail struct {
+	mem []byte
+	// off is the file offset of mem[0], a page boundary.
+	off int64
+}
+
+// Sizes of the preallocated tail: a quarter of a segment, so that a full
+// one costs a few mappings, within bounds that keep small segments (the
+// tests') mapped and a large one from holding much disk it may never use.
+const (
+	minTailChunk = 4 << 10
+	maxTailChunk = 1 << 20
+)
+
+// maxTailCopy is the largest commit copied to the tail: a larger one (a
+// relist of many pods) is written, as write(2) fills many pages for less
+// than as many page faults, each of which has the file system convert a
+// preallocated block (BenchmarkCommitRelist).
+const maxTailCopy = 64 << 10
+
+var pageSize = int64(os.Getpagesize())
+
+// tailChunk is how much a segment of the given size preallocates at a time.
+func tailChunk(segLimit int64) int64 {
+	return min(max(segLimit/4, minTailChunk), maxTailChunk)
+}
+
+// copyToTail copies buf, whole records, to the segment at size, mapping
+// more of the file if it does not fit. It returns false, having changed
+// nothing, where the tail cannot be mapped: the caller writes buf instead.
+func (w *writer) copyToTail(size int64, buf []byte) bool {
+	if w.tail.mem == nil || size+int64(len(buf)) > w.tail.off+int64(len(w.tail.mem)) {
+		if !w.mapTail(size, int64(len(buf))) {
+			return false
+		}
+	}
+	at := w.tail.mem[size-w.tail.off:]
+	copy(at[4:], buf[4:])
+	binary.LittleEndian.PutUint32(at, binary.LittleEndian.Uint32(buf))
+	return true
+}
+
+// mapTail preallocates at least need bytes of the segment from size and
+// maps them, in place of what was mapped.
+func (w *writer) mapTail(size, need int64) bool {
+	if w.noTail {
+		return false
+	}
+	if err := w.unmapTail(); err != nil {
+		w.noTail = true
+		return false
+	}
+	end := size + max(need, w.chunk)
+	end = (end + pageSize - 1) &^ (pageSize - 1)
+	fd := int(w.seg.Fd())
+	err := unix.Fallocate(fd, 0, size, end-size)
+	var mem []byte
+	if err == nil {
+		off := size &^ (pageSize - 1)
+		if mem, err = unix.Mmap(fd, off, int(end-off), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+			w.tail = tail{mem: mem, off: off}
+			return true
+		}
+	}
+	// Out of space, or a file system that cannot do it: this segment is
+	// written with write(2), and a file system that cannot is never asked
+	// again. Whatever fallocate gave before it failed goes.
+	w.noTail = true
+	w.cannotMap = w.cannotMap || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) ||
+		errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EINVAL)
+	_ = w.seg.Truncate(size) // best effort: the zeros past size read as the end of the records
+	return false
+}
+
+// unmapTail unmaps the tail; the file keeps its zeros past the records.
+func (w *writer) unmapTail() error {
+	if w.tail.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(w.tail.mem)
+	w.tail = tail{}
+	return err
+}
+
+// finishTail unmaps the tail and cuts the segment after its records, for
+// write(2) to append after them (a clean stop's record), or for a segment
+// that is done to hold no zeros.
+func (w *writer) finishTail() error {
+	if w.tail.mem == nil {
+		return nil
+	}
+	if err := w.unmapTail(); err != nil {
+		return err
+	}
+	return w.seg.Truncate(w.segments[len(w.segments)-1].size)
+}
