@@ -178,8 +178,8 @@ type Journal struct {
 	stopSync chan struct{}
 	syncDone chan struct{}
 
-	stopRotate chan struct{}
-	rotateDone chan struct{}
+	stopBackground chan struct{}
+	backgroundDone chan struct{}
 
 	stopExpire chan struct{}
 	expireDone chan struct{}
@@ -234,9 +234,9 @@ func Open(opts Options) (*Journal, error) {
 		go j.syncLoop()
 	}
 	if j.w != nil {
-		j.w.rotateDue = make(chan struct{}, 1)
-		j.stopRotate, j.rotateDone = make(chan struct{}), make(chan struct{})
-		go j.rotateLoop(j.w.rotateDue)
+		j.w.due = make(chan struct{}, 1)
+		j.stopBackground, j.backgroundDone = make(chan struct{}), make(chan struct{})
+		go j.background(j.w.due)
 	}
 	if opts.Retention > 0 {
 		j.stopExpire, j.expireDone = make(chan struct{}), make(chan struct{})
@@ -433,10 +433,10 @@ func (j *Journal) Close() error {
 		<-j.syncDone
 		j.stopSync = nil
 	}
-	if j.stopRotate != nil {
-		close(j.stopRotate)
-		<-j.rotateDone
-		j.stopRotate = nil
+	if j.stopBackground != nil {
+		close(j.stopBackground)
+		<-j.backgroundDone
+		j.stopBackground = nil
 	}
 	if j.stopExpire != nil {
 		close(j.stopExpire)
@@ -477,6 +477,7 @@ func (j *Journal) syncLoop() {
 		last := j.next - 1
 		if j.w != nil && j.w.dirty {
 			f, head, dir, j.w.dirty, j.w.unsynced, j.w.dirUnsynced = j.w.seg, j.w.head, j.w.dirUnsynced, false, 0, false
+			j.w.headAt = max(j.w.headAt, last)
 		}
 		j.mu.Unlock()
 		// Outside the lock: a sync takes milliseconds, commits go on. A
@@ -495,40 +496,6 @@ func (j *Journal) syncLoop() {
 				j.log.Warn("Syncing the journal failed", "dir", j.opts.Dir, "err", err)
 			}
 		}
-	}
-}
-
-// rotateLoop starts a new segment when a commit finds the one written full
-// with much to sync (writer.commit): it syncs that outside the lock, so
-// that the rotation, under it, syncs only what commits wrote meanwhile.
-func (j *Journal) rotateLoop(due <-chan struct{}) {
-	defer close(j.rotateDone)
-	for {
-		select {
-		case <-j.stopRotate:
-			return
-		case <-due:
-		}
-		j.mu.Lock()
-		var f *os.File
-		if j.w != nil && j.w.full() {
-			f = j.w.seg
-		}
-		j.mu.Unlock()
-		if f == nil {
-			continue
-		}
-		_ = f.Sync() // a failure is met again, and told, by the sync under the lock
-		j.mu.Lock()
-		if j.w != nil && j.w.seg == f && j.w.full() {
-			if err := j.w.rotate(j, j.next); err != nil {
-				j.degrade(fmt.Errorf("starting a new segment in %s: %w", j.opts.Dir, err))
-			} else {
-				j.w.dropSegmentsUpTo(j.ring.floor)
-			}
-			j.updateGauges()
-		}
-		j.mu.Unlock()
 	}
 }
 

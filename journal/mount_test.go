@@ -83,7 +83,7 @@ func TestReadOnlyDirectory(t *testing.T) {
 // gap.
 //
 // With segments of 16 KiB, the disk fills while commits are copied to a
-// mapped tail, preallocated 4 KiB at a time: the preallocation fails, and
+// mapped tail, preallocated 16 KiB at a time: the preallocation fails, and
 // the write that follows tells the journal.
 func TestDiskFull(t *testing.T) {
 	for _, segment := range []int64{0, 16 << 10} {

@@ -31,15 +31,25 @@ type writer struct {
 	dirty       bool
 	unsynced    int64
 	dirUnsynced bool
-	// rotateDue tells rotateLoop that seg is full.
-	rotateDue chan struct{}
-	buf       []byte
+	// due wakes the journal's background work (background.go): a full
+	// segment, a reservation to renew, segments to delete.
+	due chan struct{}
+	// reserving tells that background has a reservation on its way.
+	reserving bool
+	// headAt is the highest number given to the head file, which must
+	// never go back: a store set aside numbers its successor from it.
+	headAt uint64
+	// doomed are segments retention dropped, for background to delete.
+	doomed []string
+	// buf is the last commit's records, kept for the next.
+	buf []byte
 	// tail is seg's mapped tail (tail.go); chunk is how much of it is
-	// preallocated at a time. noTail tells that seg is written with
+	// preallocated at a time, at most maxChunk. noTail tells that seg is written with
 	// write(2): its tail could not be mapped, or cannotMap tells that the
 	// file system cannot map one.
 	tail      tail
 	chunk     int64
+	maxChunk  int64
 	noTail    bool
 	cannotMap bool
 }
@@ -50,7 +60,7 @@ type writer struct {
 // numbering after the gap.
 func (j *Journal) startWriter(lock *os.File, segments []segment, reserved uint64, gap *Entry) error {
 	w := &writer{dir: j.opts.Dir, lock: lock, segments: segments, segLimit: j.opts.SegmentBytes, sync: j.opts.Sync,
-		chunk: tailChunk(j.opts.SegmentBytes)}
+		maxChunk: tailChunk(j.opts.SegmentBytes), cannotMap: !mappable(j.opts.Dir)}
 	var err error
 	if w.head, err = openFile(filepath.Join(w.dir, headName), os.O_RDWR|os.O_CREATE); err != nil {
 		return err
@@ -77,7 +87,8 @@ func (j *Journal) startWriter(lock *os.File, segments []segment, reserved uint64
 		j.ring.push(*gap, gapSize)
 		j.next = gap.To + 1
 	}
-	if err := writeHead(w.head, j.next-1); err != nil {
+	w.headAt = j.next - 1
+	if err := writeHead(w.head, w.headAt); err != nil {
 		w.close()
 		return err
 	}
@@ -151,15 +162,26 @@ func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) 
 		buf = appendReserve(buf, last+reserveAhead)
 	}
 	buf = appendBatch(buf, first, events, pods)
-	if cap(buf) <= 1<<20 {
+	if cap(buf) <= maxKeptBuffer {
 		w.buf = buf
 	}
+	return w.writeBatch(j, buf, len(events) > 0, reserve, last)
+}
+
+// maxKeptBuffer bounds the buffer kept from one commit to the next: a
+// relist of a thousand pods, which changed all their containers, encodes
+// to about a megabyte.
+const maxKeptBuffer = 2 << 20
+
+// writeBatch writes commit's records, syncs them if a reservation or the
+// policy asks, and rotates a full segment.
+func (w *writer) writeBatch(j *Journal, buf []byte, events, reserve bool, last uint64) error {
 	if err := w.write(buf); err != nil {
 		return err
 	}
 	w.unsynced += int64(len(buf))
 	active := &w.segments[len(w.segments)-1]
-	if len(events) > 0 {
+	if events {
 		active.last = last
 	}
 	// A number is given out only once a synced reservation covers it.
@@ -171,30 +193,39 @@ func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) 
 		if reserve {
 			w.reserved = last + reserveAhead
 		}
+		w.headAt = max(w.headAt, last)
 		if err := writeHead(w.head, last); err != nil {
 			return err
 		}
 	}
+	if events && last+reserveAhead/2 > w.reserved {
+		w.wake()
+	}
 	if !w.full() {
 		return nil
 	}
-	if w.unsynced <= maxInlineRotate || w.rotateDue == nil {
+	if w.unsynced <= maxInlineSync || w.due == nil {
 		return w.rotate(j, last+1)
 	}
-	// Much to sync: rotateLoop syncs it outside the lock, then rotates;
+	// Much to sync: background syncs it outside the lock, then rotates;
 	// until then commits go on into this segment.
-	select {
-	case w.rotateDue <- struct{}{}:
-	default:
-	}
+	w.wake()
 	return nil
 }
 
-// maxInlineRotate is the most a commit syncs to start a new segment itself:
-// past it, syncing the full segment is left to rotateLoop, off the commit
-// path (a relist of a thousand pods fills a segment in a few commits, and
-// would wait on a sync of megabytes).
-const maxInlineRotate = 256 << 10
+// maxInlineSync is the most a commit syncs to start a new segment itself,
+// and the largest segment it deletes itself: past it, the work is left to
+// background, off the commit path (a relist of a thousand pods fills a
+// segment in a few commits, and would wait on a sync of megabytes).
+const maxInlineSync = 256 << 10
+
+// wake asks background to look for work.
+func (w *writer) wake() {
+	select {
+	case w.due <- struct{}{}:
+	default:
+	}
+}
 
 // full tells that the segment written holds its size past its checkpoint.
 func (w *writer) full() bool {
@@ -204,9 +235,14 @@ func (w *writer) full() bool {
 
 // write appends buf, whole records, to the segment whole, or leaves the
 // segment as it was.
-func (w *writer) write(buf []byte) error {
+func (w *writer) write(buf []byte) error { return w.append(buf, true) }
+
+// append is write, which maps a tail for buf only if mayMap is set: a
+// record written between relists' large commits (background's
+// reservation) would have zeros written for a tail the next one cuts.
+func (w *writer) append(buf []byte, mayMap bool) error {
 	active := &w.segments[len(w.segments)-1]
-	if len(buf) <= maxTailCopy && w.copyToTail(active.size, buf) {
+	if len(buf) <= maxTailCopy && (mayMap || w.tail.mem != nil) && w.copyToTail(active.size, buf) {
 		active.size += int64(len(buf))
 		w.dirty = true
 		return nil
@@ -214,6 +250,7 @@ func (w *writer) write(buf []byte) error {
 	if err := w.finishTail(); err != nil {
 		return err
 	}
+	w.chunk = 0
 	if _, err := w.seg.Write(buf); err != nil {
 		// A short write (a full disk) would leave a record cut short,
 		// which a later run takes for damage once a segment follows.
@@ -246,11 +283,17 @@ func (w *writer) rotate(j *Journal, next uint64) error {
 }
 
 // dropSegmentsUpTo deletes the segments, but the one written, whose events
-// are all numbered floor or below: retention dropped them.
+// are all numbered floor or below: retention dropped them. A large one is
+// left to background, and a crash before it goes leaves an older segment
+// the next run reads and drops again.
 func (w *writer) dropSegmentsUpTo(floor uint64) {
 	n := 0
 	for n < len(w.segments)-1 && w.segments[n].last <= floor {
-		if err := os.Remove(filepath.Join(w.dir, w.segments[n].name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s := w.segments[n]
+		if s.size > maxInlineSync && w.due != nil {
+			w.doomed = append(w.doomed, s.name)
+			w.wake()
+		} else if err := os.Remove(filepath.Join(w.dir, s.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			break
 		}
 		n++
@@ -258,8 +301,20 @@ func (w *writer) dropSegmentsUpTo(floor uint64) {
 	w.segments = w.segments[n:]
 }
 
+// deleteDoomed deletes the segments retention dropped, and keeps those it
+// could not delete for the next time.
+func deleteDoomed(dir string, names []string) (kept []string) {
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			kept = append(kept, name)
+		}
+	}
+	return kept
+}
+
 // closeCleanly records a clean stop, syncs and closes.
 func (w *writer) closeCleanly(last uint64) error {
+	w.doomed = deleteDoomed(w.dir, w.doomed)
 	err := w.finishTail()
 	if err == nil {
 		_, err = w.seg.Write(appendClose(nil))
