@@ -200,31 +200,76 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 			var p payload
 			p, fallback = readPayload(ev, g.st.podOfID)
 			if fallback == "" && p.uid == g.st.listing && g.st.listingBack {
-				// Its pod's inspection is in flight, of what its lists
-				// found: this event goes after it, as a hint.
+				if len(g.st.deferred) < maxDeferred {
+					// Its pod's inspection is in flight, of what its lists
+					// found: this event goes after it.
+					g.st.deferred = append(g.st.deferred, deferredPayload{e, p})
+					return
+				}
 				fallback = fallbackOvertaken
 			}
-			if fallback == "" && g.st.hints.pending(p.uid) {
-				// Hints of the pod wait for a relist: this event goes
-				// after them, or the relist would tell them late.
-				fallback = fallbackHintsPending
+			if fallback == "" {
+				fallback = g.takePayload(e, p)
 			}
 			if fallback == "" {
-				fallback = g.applyPayload(e, p)
-			}
-			if fallback == "" {
-				if p.uid == g.st.listing {
-					// Its pod's lists are in flight: what they return may
-					// be older than this payload, and is thrown away.
-					g.st.listingOvertaken = true
-				}
-				g.st.hints.learn(ev, p.uid, e.received)
-				g.metrics.PayloadsApplied.Inc()
 				return
 			}
 		}
 		g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
 	}
+	g.takeHint(e, replay, missed)
+}
+
+// maxDeferred bounds the events deferred behind one pod's inspection;
+// past it they are taken as hints, for another relist of the pod.
+const maxDeferred = 256
+
+// deferredPayload is an event deferred behind its pod's inspection.
+type deferredPayload struct {
+	e queuedEvent
+	p payload
+}
+
+// takePayload applies an event's payload unless the pod's hints wait for
+// a relist, and tells why it did not. Callers hold relistMu.
+func (g *Generator) takePayload(e queuedEvent, p payload) (fallback string) {
+	if g.st.hints.pending(p.uid) {
+		// Hints of the pod wait for a relist: this event goes after them,
+		// or the relist would tell them late.
+		return fallbackHintsPending
+	}
+	if fallback = g.applyPayload(e, p); fallback != "" {
+		return fallback
+	}
+	if p.uid == g.st.listing {
+		// Its pod's lists are in flight: what they return may be older
+		// than this payload, and is thrown away.
+		g.st.listingOvertaken = true
+	}
+	g.st.hints.learn(e.ev, p.uid, e.received)
+	g.metrics.PayloadsApplied.Inc()
+	return ""
+}
+
+// applyDeferred applies, in order, the payloads deferred behind a pod's
+// inspection, now that its changes are delivered: one the inspection saw
+// already moves nothing, one it missed reports what it says. Callers hold
+// relistMu.
+func (g *Generator) applyDeferred() {
+	deferred := g.st.deferred
+	g.st.deferred = nil
+	for _, d := range deferred {
+		if fallback := g.takePayload(d.e, d.p); fallback != "" {
+			g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
+			g.takeHint(d.e, false, false)
+		}
+	}
+}
+
+// takeHint takes an event as a hint: a relist of its pod, asked for.
+// Callers hold relistMu.
+func (g *Generator) takeHint(e queuedEvent, replay, missed bool) {
+	ev := e.ev
 	g.trace(trace.Hinted, ev)
 	uid := g.st.podOf(ev)
 	rec := g.st.records[uid]

@@ -561,9 +561,10 @@ func TestPartialPayloadsFallBack(t *testing.T) {
 }
 
 // TestEventDuringAPodsInspectionWaits: once a pod's lists are back and its
-// relist inspects the pod, the pod's events wait as hints for that relist
-// to end: their payloads must not move the record the inspection will
-// advance.
+// relist inspects the pod, the pod's events wait for that relist to end:
+// their payloads must not move the record the inspection will advance.
+// Then the payloads apply, in order; they do not wait, as hints, for
+// another relist of the pod.
 func TestEventDuringAPodsInspectionWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEventedEnv(t, ModeAuto, webPod(ctr("c1", running)))
@@ -579,11 +580,17 @@ func TestEventDuringAPodsInspectionWaits(t *testing.T) {
 		if want := []ev{diedEv("web", "c1")}; !slices.Equal(e.got, want) {
 			t.Fatalf("events %v while web is inspected, want %v", e.got, want)
 		}
-		if n := testutil.ToFloat64(e.g.metrics.PayloadFallbacks.WithLabelValues(fallbackOvertaken)); n != 1 {
-			t.Errorf("%v events overtaken, want c1's DELETED", n)
-		}
+		applied := testutil.ToFloat64(e.g.metrics.PayloadsApplied)
 		e.rt.SetLatency(runtime.OpPodSandboxStatus, 0)
 		e.wait(5 * time.Minute)
+		if n := testutil.ToFloat64(e.g.metrics.PayloadsApplied) - applied; n != 1 {
+			t.Errorf("%v payloads applied once the inspection ended, want c1's DELETED", n)
+		}
+		for _, reason := range fallbackReasons {
+			if n := testutil.ToFloat64(e.g.metrics.PayloadFallbacks.WithLabelValues(reason)); n != 0 {
+				t.Errorf("%v events taken as hints (%s), want none", n, reason)
+			}
+		}
 		// The PodSync the re-inspection asked for, and the removal, once.
 		want := []ev{diedEv("web", "c1"), removedEv("web", "c1"), podSyncEv("web")}
 		if got := reduce(toEvents(e.got)); !slices.Equal(got, reduce(toEvents(want))) {

@@ -222,6 +222,7 @@ func (g *Generator) podInspected(ctx context.Context, pi *podInspection) {
 func (g *Generator) podRelisted(l podList, observed, gone bool) {
 	st := &g.st
 	st.listing, st.listingBack, st.listingOvertaken = "", false, false
+	defer g.applyDeferred()
 	g.metrics.PodRelists.Inc()
 	g.metrics.PodRelistDuration.Observe(g.clock.Since(l.start).Seconds())
 	if gone {

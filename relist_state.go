@@ -39,10 +39,12 @@ type relistState struct {
 	// prevRelist is when the previous global relist started: when the
 	// records of the relist running, global or per-pod, were last observed.
 	prevRelist time.Time
-	// listing is the pod whose per-pod lists are in flight while the loop
-	// handles other pods' events (listPod, podListed). Its own events are
-	// taken as hints, since the lists may return something newer or older
-	// than them and must not be compared with records their payloads moved.
+	// listing is the pod whose relist of its own is in flight while the
+	// loop handles other pods' events (listPod, podListed). A payload of
+	// its own overtakes its lists, which are then thrown away, since they
+	// may be older and must not be compared with a record it moved; once
+	// the lists are back, its payloads wait behind its inspection
+	// (deferred).
 	listing string
 	// catchingUp is set when a Store restored what was reported, until a
 	// global relist succeeds: a pod that relist finds for the first time
@@ -56,6 +58,11 @@ type relistState struct {
 	// the lists (listingOvertaken), and they are thrown away for a fresh
 	// relist of the pod (see Generator.listsOvertaken).
 	listingBack, listingOvertaken bool
+	// deferred are listing's events that came while its inspection was in
+	// flight, in order: their payloads are applied once the inspection's
+	// changes are delivered (Generator.applyDeferred), so that they tell
+	// nothing before it, nor wait for another relist of the pod.
+	deferred []deferredPayload
 	// moved holds, while a global relist's lists are in flight, the pods
 	// whose records payloads moved meanwhile: that relist leaves them to
 	// relists of their own (see Generator.listAll). nil otherwise.
