@@ -194,3 +194,30 @@ func TestFullSegmentRotatedOffTheCommitPath(t *testing.T) {
 		t.Errorf("after restart, %d entries; want %d", len(strings.Fields(got)), len(strings.Fields(want)))
 	}
 }
+
+// Where no tail maps (a file system mappable refuses), commits are written
+// with write(2), and a killed run's store reads the same.
+func TestWrittenWhereNoTailMaps(t *testing.T) {
+	e := newEnv(t)
+	j := e.open()
+	j.mu.Lock()
+	j.w.cannotMap, j.w.noTail = true, true
+	j.mu.Unlock()
+	commit(t, j, 0, 5)
+	if j.w.tail.mem != nil {
+		t.Fatal("a tail was mapped")
+	}
+	want := describe(readAll(j, 0))
+	end := j.w.segments[len(j.w.segments)-1].size
+	j.w.close() // killed
+	if size := fileSize(t, e.segments()[len(e.segments())-1]); size != end {
+		t.Errorf("the segment is %d bytes, its records %d: want nothing after them", size, end)
+	}
+	j = e.open()
+	if o := e.outcome(j); o != OutcomeKilled {
+		t.Errorf("outcome %s, want killed", o)
+	}
+	if got := describe(readAll(j, 0)); got != want {
+		t.Errorf("after restart:\n got  %s\n want %s", got, want)
+	}
+}
