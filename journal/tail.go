@@ -100,7 +100,8 @@ func (w *writer) mapTail(size, need int64) bool {
 	if err == nil {
 		off := size &^ (pageSize - 1)
 		var mem []byte
-		if mem, err = unix.Mmap(int(w.seg.Fd()), off, int(end-off), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+		prot := unix.PROT_READ | unix.PROT_WRITE
+		if mem, err = unix.Mmap(int(w.seg.Fd()), off, int(end-off), prot, unix.MAP_SHARED); err == nil {
 			w.tail = tail{mem: mem, off: off}
 			return true
 		}

@@ -117,7 +117,8 @@ func (j *Journal) checkpoint(reserved uint64) *checkpoint {
 // if sync is set; else the next sync does.
 func (w *writer) startSegment(num uint64, c *checkpoint, more []byte, sync bool) error {
 	name := segmentName(num)
-	f, err := openFile(filepath.Join(w.dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND) // read too: a mapping needs it
+	// Read too: a mapping needs it.
+	f, err := openFile(filepath.Join(w.dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND)
 	if err != nil {
 		return err
 	}
