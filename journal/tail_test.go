@@ -12,6 +12,18 @@ import (
 	"github.com/plegkit/pleg"
 )
 
+// batchOf is n events, each with its pod's report, for one commit.
+func batchOf(n int) ([]pleg.Event, []pleg.PodReport) {
+	var events []pleg.Event
+	var pods []pleg.PodReport
+	for i := range n {
+		ev := event(i)
+		events = append(events, ev)
+		pods = append(pods, report(ev.PodUID, ev.ContainerID))
+	}
+	return events, pods
+}
+
 // fileSize is the size of the file at path.
 func fileSize(t *testing.T, path string) int64 {
 	t.Helper()
@@ -124,13 +136,7 @@ func TestCommitLargerThanTheTail(t *testing.T) {
 	e := newEnv(t)
 	e.opts.SegmentBytes = 64 << 10 // chunks of 16 KiB
 	j := e.open()
-	var events []pleg.Event
-	var pods []pleg.PodReport
-	for i := range 400 { // about 40 KiB
-		ev := event(i)
-		events = append(events, ev)
-		pods = append(pods, report(ev.PodUID, ev.ContainerID))
-	}
+	events, pods := batchOf(400) // about 40 KiB
 	commit(t, j, 0, 3)
 	if err := j.Commit(events, pods); err != nil {
 		t.Fatal(err)
@@ -151,19 +157,13 @@ func TestCommitLargerThanTheTail(t *testing.T) {
 }
 
 // A commit that fills a segment with more than a commit should wait to
-// sync returns before the rotation; rotateLoop syncs the segment and starts
-// the next, and nothing is lost on the way.
+// sync returns before the rotation; background syncs the segment and
+// starts the next, and nothing is lost on the way.
 func TestFullSegmentRotatedOffTheCommitPath(t *testing.T) {
 	e := newEnv(t)
 	e.opts.SegmentBytes = 64 << 10
 	j := e.open()
-	var events []pleg.Event
-	var pods []pleg.PodReport
-	for i := range 4000 { // about 400 KiB
-		ev := event(i)
-		events = append(events, ev)
-		pods = append(pods, report(ev.PodUID, ev.ContainerID))
-	}
+	events, pods := batchOf(4000) // about 400 KiB
 	if err := j.Commit(events, pods); err != nil {
 		t.Fatal(err)
 	}
