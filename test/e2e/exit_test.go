@@ -37,7 +37,7 @@ func TestDiedSaysWhy(t *testing.T) {
 		failing, err := in.RunContainer(ctx(t), sb, pod, runtimetest.ContainerSpec{Name: "failing",
 			Args: []string{"exit", "3", "1s"}, Attempt: 2})
 		must(t, err)
-		hog, err := in.RunContainer(ctx(t), sb, pod, runtimetest.ContainerSpec{Name: "hog", Args: []string{"oom"},
+		hog, err := in.RunContainer(ctx(t), sb, pod, runtimetest.ContainerSpec{Name: "hog", Args: []string{"oom", "1s"},
 			MemoryLimit: 32 << 20})
 		must(t, err)
 

@@ -12,7 +12,7 @@
 //	sleep <duration>           exit 0 after the Go duration, or at once on SIGTERM/SIGINT
 //	exit <code> [<delay>]      exit with code after the optional delay (default 0)
 //	crashloop <code> <delay>   the same as exit; the name makes restart tests read well
-//	oom                        allocate and touch memory until the OOM killer kills it
+//	oom [<delay>]              after the optional delay, allocate and touch memory until the OOM killer kills it
 //
 // No argument means pause. In the exit and crashloop modes SIGTERM or SIGINT
 // ends the delay early and the program exits with the given code.
@@ -63,8 +63,25 @@ func main() {
 		fmt.Println("testimg:", mode, code, d)
 		wait(sig, d)
 		os.Exit(code)
-	case mode == "oom" && len(args) == 1:
-		fmt.Println("testimg: oom")
+	case mode == "oom" && len(args) <= 2:
+		// A delay lets the runtime watch the container's memory before it
+		// runs out: containerd 1.7 on cgroup v1 misses an OOM kill that
+		// comes before its watch is set, and reports only exit 137 (Error).
+		var d time.Duration
+		if len(args) == 2 {
+			var err error
+			if d, err = time.ParseDuration(args[1]); err != nil {
+				usage(err)
+			}
+		}
+		fmt.Println("testimg: oom", d)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case s := <-sig:
+			fmt.Println("testimg: got", s)
+			os.Exit(0)
+		}
 		hog(sig)
 	default:
 		usage(fmt.Errorf("bad arguments %q", args))
@@ -105,7 +122,7 @@ func hog(sig <-chan os.Signal) {
 func usage(err error) {
 	fmt.Fprintf(
 		os.Stderr,
-		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay> | oom]\n",
+		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay> | oom [<delay>]]\n",
 		err,
 	)
 	os.Exit(2)
