@@ -122,7 +122,8 @@ func hog(sig <-chan os.Signal) {
 func usage(err error) {
 	fmt.Fprintf(
 		os.Stderr,
-		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | crashloop <code> <delay> | oom [<delay>]]\n",
+		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | "+
+			"crashloop <code> <delay> | oom [<delay>]]\n",
 		err,
 	)
 	os.Exit(2)
