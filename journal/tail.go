@@ -5,7 +5,9 @@ package journal
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
+	"runtime/debug"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,16 +69,32 @@ func tailChunk(segLimit int64) int64 {
 // copyToTail copies buf, whole records, to the segment at size, mapping
 // more of the file if it does not fit. It returns false, having changed
 // nothing, where the tail cannot be mapped: the caller writes buf instead.
-func (w *writer) copyToTail(size int64, buf []byte) bool {
+//
+// A page the file system cannot back faults (SIGBUS): one it turned
+// read-only after an error, or a segment cut short by another process.
+// The fault is made an error, which leaves the journal in memory as a
+// failed write(2) does, rather than the end of the daemon.
+func (w *writer) copyToTail(size int64, buf []byte) (copied bool, err error) {
 	if w.tail.mem == nil || size+int64(len(buf)) > w.tail.off+int64(len(w.tail.mem)) {
 		if !w.mapTail(size, int64(len(buf))) {
-			return false
+			return false, nil
 		}
 	}
+	// A fault panics, instead of killing the process, while this copies;
+	// any other panic goes on.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			copied, err = true, fmt.Errorf("writing the segment's mapped tail: %v", r)
+		}
+	}()
 	at := w.tail.mem[size-w.tail.off:]
 	copy(at[4:], buf[4:])
 	binary.LittleEndian.PutUint32(at, binary.LittleEndian.Uint32(buf))
-	return true
+	return true, nil
 }
 
 // mapTail preallocates at least need bytes of the segment from size and

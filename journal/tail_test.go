@@ -221,3 +221,31 @@ func TestWrittenWhereNoTailMaps(t *testing.T) {
 		t.Errorf("after restart:\n got  %s\n want %s", got, want)
 	}
 }
+
+// A segment cut short under its mapped tail, by another process or a file
+// system gone read-only, faults on the next copy: the journal is told, and
+// goes on in memory, as after a failed write; nothing readers saw is lost,
+// and the process lives.
+func TestTailCutUnderTheJournal(t *testing.T) {
+	e := newEnv(t)
+	j := e.open()
+	commit(t, j, 0, 3)
+	if j.w.tail.mem == nil {
+		t.Fatal("the segment's tail is not mapped")
+	}
+	if err := os.Truncate(e.segments()[len(e.segments())-1], 0); err != nil {
+		t.Fatal(err)
+	}
+	ev := event(3)
+	err := j.Commit([]pleg.Event{ev}, []pleg.PodReport{report(ev.PodUID, ev.ContainerID)})
+	if err == nil || !strings.Contains(err.Error(), "mapped tail") {
+		t.Fatalf("commit on a cut segment: %v, want the fault as an error", err)
+	}
+	if s := j.Status(); s.Persistent || s.Degraded == nil {
+		t.Errorf("status %+v, want degraded to memory", s)
+	}
+	commit(t, j, 4, 2)
+	if got := readAll(j, 0); len(got) != 6 {
+		t.Errorf("readers get %s, want all 6 events", describe(got))
+	}
+}

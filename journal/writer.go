@@ -243,10 +243,14 @@ func (w *writer) write(buf []byte) error { return w.append(buf, true) }
 // reservation) would have zeros written for a tail the next one cuts.
 func (w *writer) append(buf []byte, mayMap bool) error {
 	active := &w.segments[len(w.segments)-1]
-	if len(buf) <= maxTailCopy && (mayMap || w.tail.mem != nil) && w.copyToTail(active.size, buf) {
-		active.size += int64(len(buf))
-		w.dirty = true
-		return nil
+	if len(buf) <= maxTailCopy && (mayMap || w.tail.mem != nil) {
+		if copied, err := w.copyToTail(active.size, buf); err != nil {
+			return err
+		} else if copied {
+			active.size += int64(len(buf))
+			w.dirty = true
+			return nil
+		}
 	}
 	if err := w.finishTail(); err != nil {
 		return err
