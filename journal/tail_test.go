@@ -24,6 +24,20 @@ func batchOf(n int) ([]pleg.Event, []pleg.PodReport) {
 	return events, pods
 }
 
+// reopenKilled opens the journal after a run was killed, and checks that
+// it says so and holds what the killed run held, want.
+func reopenKilled(t *testing.T, e *env, want string) *Journal {
+	t.Helper()
+	j := e.open()
+	if o := e.outcome(j); o != OutcomeKilled {
+		t.Errorf("outcome %s, want killed", o)
+	}
+	if got := describe(readAll(j, 0)); got != want {
+		t.Errorf("after restart:\n got  %s\n want %s", got, want)
+	}
+	return j
+}
+
 // fileSize is the size of the file at path.
 func fileSize(t *testing.T, path string) int64 {
 	t.Helper()
@@ -147,13 +161,7 @@ func TestCommitLargerThanTheTail(t *testing.T) {
 	commit(t, j, 400, 3)
 	want := describe(readAll(j, 0))
 	j.w.close() // killed
-	j = e.open()
-	if o := e.outcome(j); o != OutcomeKilled {
-		t.Errorf("outcome %s, want killed", o)
-	}
-	if got := describe(readAll(j, 0)); got != want {
-		t.Errorf("after restart:\n got  %s\n want %s", got, want)
-	}
+	reopenKilled(t, e, want)
 }
 
 // A commit that fills a segment with more than a commit should wait to
@@ -213,13 +221,7 @@ func TestWrittenWhereNoTailMaps(t *testing.T) {
 	if size := fileSize(t, e.segments()[len(e.segments())-1]); size != end {
 		t.Errorf("the segment is %d bytes, its records %d: want nothing after them", size, end)
 	}
-	j = e.open()
-	if o := e.outcome(j); o != OutcomeKilled {
-		t.Errorf("outcome %s, want killed", o)
-	}
-	if got := describe(readAll(j, 0)); got != want {
-		t.Errorf("after restart:\n got  %s\n want %s", got, want)
-	}
+	reopenKilled(t, e, want)
 }
 
 // A segment cut short under its mapped tail, by another process or a file
