@@ -379,16 +379,14 @@ func (g *Generator) retryRelist(uid string, deadline bool) {
 // removals among it no event told: a late DELETED must not report the
 // removed again, the removal watch follows what exited, and removals
 // found untold teach what the stream leaves out. Callers hold relistMu.
-func (g *Generator) settled(uid string, ts []transition, untold [stream.NumRemovalKinds][]string, observed time.Time) {
+func (g *Generator) settled(uid string, ts []transition, untold stream.Removals, observed time.Time) {
 	g.st.hints.tombstone(ts, observed)
 	items := make([]stream.Item, 0, 8)
 	for _, t := range ts {
 		items = append(items, stream.Item{ID: t.id, Sandbox: t.sandbox, Now: t.new.item()})
 	}
 	g.stream.Settled(uid, items, observed)
-	for k, ids := range untold {
-		g.stream.RemovalsUntold(stream.RemovalKind(k), ids, g.st.prevRelist, g.clock.Now())
-	}
+	g.stream.RemovalsUntold(untold, g.st.prevRelist, g.clock.Now())
 }
 
 // noteRemoval tells the stream supervisor that a DELETED event came, of

@@ -615,6 +615,52 @@ func TestRunningPodRemovedUntold(t *testing.T) {
 	}
 }
 
+// TestContainersLateDeletedKeepsTheWatch: on CRI-O, a container removed
+// on its own (told) just before its pod (untold) may be found removed
+// with the pod before its DELETED comes. That DELETED says nothing of pod
+// removals: the removal watch goes on listing sandboxes, and the next pod
+// removed is still reported within two seconds, not an hour late. (Seen
+// in TestEventedOverSimulator on the simulator's CRI-O mode: a sandbox's
+// removal never reported.)
+func TestContainersLateDeletedKeepsTheWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := fakeruntime.New(podsToRemove()...)
+		rt.SetRemovalEvents(runtime.Supported, runtime.Unsupported)
+		e := newEventedEnvOn(t, rt, func(*Options) {})
+		e.settle()
+		// Past the first relist: the records were observed while the
+		// stream was up.
+		e.g.requestGlobalRelist()
+		e.wait(time.Second)
+		for _, uid := range []string{"a", "b"} {
+			e.stopPod(uid)
+		}
+		e.got = nil
+
+		e.removePod("a", false)
+		e.wait(2 * time.Second)
+		if !slices.Equal(e.got, removedPod("a")) {
+			t.Fatalf("a removed: %v, want %v", e.got, removedPod("a"))
+		}
+		e.got = nil
+		// c-a's DELETED, late: it was removed on its own just before.
+		e.emit("a", "c-a", evDeleted)
+		e.wait(stream.UntoldGrace)
+		if len(e.got) != 0 {
+			t.Errorf("a late DELETED reported %v", e.got)
+		}
+		if s := e.g.Status(); !slices.Equal(s.UntoldRemovals, []string{"pod"}) {
+			t.Errorf("untold removals %q after a container's late DELETED, want pods'", s.UntoldRemovals)
+		}
+		e.got = nil
+		e.removePod("b", false)
+		e.wait(2 * time.Second)
+		if !slices.Equal(e.got, removedPod("b")) {
+			t.Errorf("b removed after a's container's late DELETED: %v, want %v", e.got, removedPod("b"))
+		}
+	})
+}
+
 // TestRemovedIsNeverListedBack: containerd sends a sandbox's DELETED
 // just before its ListPodSandbox stops showing it, and a relist that lists
 // in between sees the sandbox again. It must not take it for a new item

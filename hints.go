@@ -320,26 +320,19 @@ func expand(t transition, seen stage) []transition {
 
 // untoldRemovals returns the IDs of what was removed among ts, a pod's
 // transitions, that no DELETED event told (seen holds what the events
-// told of each item), by kind: containers removed with their sandbox
-// count as its pod's removal, as RemovePodSandbox removes them.
-func untoldRemovals(ts []transition, seen map[hintKey]stage) (ids [stream.NumRemovalKinds][]string) {
-	var containers, sandboxes []string
+// told of each item).
+func untoldRemovals(ts []transition, seen map[hintKey]stage) (r stream.Removals) {
 	for _, t := range ts {
 		if t.new != stateNonExistent || seen[hintKey{t.id, t.sandbox}]&stageDeleted != 0 {
 			continue
 		}
 		if t.sandbox {
-			sandboxes = append(sandboxes, t.id)
+			r.Sandboxes = append(r.Sandboxes, t.id)
 		} else {
-			containers = append(containers, t.id)
+			r.Containers = append(r.Containers, t.id)
 		}
 	}
-	if len(sandboxes) > 0 {
-		ids[stream.PodRemovals] = append(sandboxes, containers...)
-	} else {
-		ids[stream.ContainerRemovals] = containers
-	}
-	return ids
+	return r
 }
 
 // tombstone records that containers were reported removed.

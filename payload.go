@@ -179,7 +179,7 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		st.moved[rec.uid] = struct{}{}
 	}
 	rec.advance()
-	g.settled(rec.uid, transitions, [stream.NumRemovalKinds][]string{}, e.received)
+	g.settled(rec.uid, transitions, stream.Removals{}, e.received)
 	g.deliver(rec, &podChange{
 		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
 		observed:    e.received,

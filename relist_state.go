@@ -224,9 +224,8 @@ type podWork struct {
 	// shortLived counts the events of containers only the event stream
 	// saw, among the transitions.
 	shortLived int
-	// untold are the IDs of the removals among the transitions that no
-	// event told, by kind.
-	untold [stream.NumRemovalKinds][]string
+	// untold are the removals among the transitions that no event told.
+	untold stream.Removals
 }
 
 // plan decides which pods a global relist reconciles: those whose

@@ -105,8 +105,10 @@ type removalCoverage struct {
 
 // untoldRemoval is a removal a relist found, whose DELETED may still come.
 type untoldRemoval struct {
-	kind  RemovalKind
-	found time.Time
+	kind RemovalKind
+	// sandbox tells a sandbox from the containers removed with it.
+	sandbox bool
+	found   time.Time
 }
 
 // tells reports whether the stream is taken to tell removals of the kind:
@@ -185,29 +187,49 @@ func (s *Supervisor) Snapshot() (connected bool, since time.Time, err error, uns
 	return s.connected, s.since, s.err, s.unsupported
 }
 
-// RemovalsUntold records removals of kind k (the IDs of what was removed)
-// a relist found at now that no event told, of items last observed at
-// since: they count only if the stream was connected since before, and
-// their DELETED does not come within UntoldGrace.
-func (s *Supervisor) RemovalsUntold(k RemovalKind, ids []string, since, now time.Time) {
+// Removals are what a relist found removed of one pod that no event told:
+// its sandboxes, and its containers. Containers removed with a sandbox
+// count as its pod's removal, as RemovePodSandbox removes them.
+type Removals struct {
+	Sandboxes, Containers []string
+}
+
+// kind is the kind of removal r is.
+func (r Removals) kind() RemovalKind {
+	if len(r.Sandboxes) > 0 {
+		return PodRemovals
+	}
+	return ContainerRemovals
+}
+
+// RemovalsUntold records the removals r a relist found at now that no
+// event told, of items last observed at since: they count only if the
+// stream was connected since before, and their DELETED does not come
+// within UntoldGrace.
+func (s *Supervisor) RemovalsUntold(r Removals, since, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(ids) == 0 || !s.connected || since.IsZero() || !s.since.Before(since) {
+	if len(r.Sandboxes)+len(r.Containers) == 0 || !s.connected || since.IsZero() || !s.since.Before(since) {
 		return
 	}
 	if s.pendingUntold == nil {
 		s.pendingUntold = make(map[string]untoldRemoval)
 	}
-	for _, id := range ids {
-		if _, ok := s.told[id]; !ok {
-			s.pendingUntold[id] = untoldRemoval{kind: k, found: now}
+	k := r.kind()
+	for i, ids := range [][]string{r.Sandboxes, r.Containers} {
+		for _, id := range ids {
+			if _, ok := s.told[id]; !ok {
+				s.pendingUntold[id] = untoldRemoval{kind: k, sandbox: i == 0, found: now}
+			}
 		}
 	}
 }
 
 // RemovalTold records that a DELETED event came for id at now, a removal
 // of kind k if known: a removal a relist found untold just before, or
-// finds just after, is told after all.
+// finds just after, is told after all. Only a sandbox's DELETED tells
+// that pod removals are told: a container found removed with its pod may
+// have been removed on its own just before, which CRI-O tells.
 func (s *Supervisor) RemovalTold(id string, k RemovalKind, known bool, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,6 +239,9 @@ func (s *Supervisor) RemovalTold(id string, k RemovalKind, known bool, now time.
 	s.told[id] = now
 	if u, ok := s.pendingUntold[id]; ok {
 		k, known = u.kind, true
+		if !u.sandbox {
+			k = ContainerRemovals
+		}
 		delete(s.pendingUntold, id)
 	}
 	if known {

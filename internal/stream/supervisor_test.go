@@ -297,12 +297,12 @@ func TestUntoldRemovals(t *testing.T) {
 
 	// Told before the relist found it, told after, and untold.
 	s.RemovalTold("c1", ContainerRemovals, false, at(2*time.Second))
-	s.RemovalsUntold(ContainerRemovals, []string{"c1", "c2", "c3"}, since, at(3*time.Second))
+	s.RemovalsUntold(Removals{Containers: []string{"c1", "c2", "c3"}}, since, at(3*time.Second))
 	s.RemovalTold("c2", ContainerRemovals, false, at(4*time.Second))
 	if !s.tellsRemovals(ContainerRemovals, at(10*time.Second)) {
 		t.Fatal("one removal untold made containers' untold")
 	}
-	s.RemovalsUntold(ContainerRemovals, []string{"c4", "c5"}, since, at(11*time.Second))
+	s.RemovalsUntold(Removals{Containers: []string{"c4", "c5"}}, since, at(11*time.Second))
 	if !s.tellsRemovals(ContainerRemovals, at(12*time.Second)) {
 		t.Error("untold before their grace ran out")
 	}
@@ -315,8 +315,41 @@ func TestUntoldRemovals(t *testing.T) {
 	// Items observed before the stream connected count for nothing.
 	s.up(at(time.Minute), nil)
 	s.RemovalTold("x", PodRemovals, true, at(time.Minute))
-	s.RemovalsUntold(PodRemovals, []string{"p1", "p2", "p3"}, at(30*time.Second), at(time.Minute+time.Second))
+	s.RemovalsUntold(Removals{Sandboxes: []string{"p1", "p2", "p3"}}, at(30*time.Second), at(time.Minute+time.Second))
 	if !s.tellsRemovals(PodRemovals, at(2*time.Minute)) {
 		t.Error("removals of items last observed before the stream connected counted")
+	}
+}
+
+// TestContainerToldAfterItsPodsRemoval: a container removed on its own
+// (CRI-O tells it) just before its pod (CRI-O does not) may be found
+// removed with the pod before its DELETED comes. That DELETED tells that
+// container removals are told, not pods': the removal watch must go on
+// listing sandboxes, or the pods removed after would be found only by
+// the global relist. The sandbox's own DELETED tells pods'.
+func TestContainerToldAfterItsPodsRemoval(t *testing.T) {
+	for _, known := range []runtime.Availability{runtime.Unsupported, runtime.Unknown} {
+		t.Run(string(known), func(t *testing.T) {
+			cfg := testConfig(t, false)
+			s := newSupervisor(nil, &supervised{}, cfg)
+			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			s.up(t0, nil)
+			s.removals[PodRemovals].known = known
+			at := func(d time.Duration) time.Time { return t0.Add(d) }
+
+			s.RemovalsUntold(Removals{Sandboxes: []string{"sb"}, Containers: []string{"c1", "c2"}},
+				at(time.Second), at(2*time.Second))
+			s.RemovalTold("c1", ContainerRemovals, false, at(3*time.Second))
+			if s.tellsRemovals(PodRemovals, at(4*time.Second)) {
+				t.Error("a container's DELETED after its pod's removal took pod removals as told")
+			}
+			if !s.tellsRemovals(ContainerRemovals, at(4*time.Second)) {
+				t.Error("a container's DELETED did not take container removals as told")
+			}
+			s.RemovalTold("sb", ContainerRemovals, false, at(5*time.Second))
+			if !s.tellsRemovals(PodRemovals, at(6*time.Second)) {
+				t.Error("the sandbox's DELETED after its pod's removal did not take pod removals as told")
+			}
+		})
 	}
 }
