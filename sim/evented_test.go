@@ -6,8 +6,11 @@ package sim
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/internal/trace"
 	"github.com/plegkit/pleg/runtime/cri"
 )
 
@@ -45,6 +49,70 @@ type eventedRun struct {
 
 	mu  sync.Mutex
 	got map[string][]pleg.EventType
+	// stages are the stages each ID's events passed in the generator,
+	// and logs its debug log, both for a failure to say what happened.
+	stages map[string][]string
+	logs   []string
+}
+
+// maxLogs bounds the debug log a run keeps: the newest are kept.
+const maxLogs = 20000
+
+// Handle keeps the generator's log lines, for converged to show those of
+// the item that never converged.
+func (r *eventedRun) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Time.Format("15:04:05.000000 ") + rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.logs) == maxLogs {
+		r.logs = slices.Delete(r.logs, 0, maxLogs/2)
+	}
+	r.logs = append(r.logs, b.String())
+	return nil
+}
+
+func (r *eventedRun) Enabled(context.Context, slog.Level) bool { return true }
+func (r *eventedRun) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *eventedRun) WithGroup(string) slog.Handler            { return r }
+
+// trace keeps the stages of each ID's events.
+func (r *eventedRun) trace(stage trace.Stage, id, typ string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stages[id] = append(r.stages[id], at.Format("15:04:05.000000 ")+typ+" "+stage.String())
+}
+
+// story tells what is known of id: what the runtime did to it, the events
+// reported and the stages they passed, and the log lines naming it or its
+// pod.
+func (r *eventedRun) story(id string) string {
+	hist := r.sim.History()
+	pod := ""
+	for _, ch := range hist {
+		if ch.ContainerID == id || ch.SandboxID == id {
+			pod = ch.PodUID
+		}
+	}
+	status := r.gen.Status()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s\nuntold removals %q\n%s of pod %s: %s\nevents %v",
+		status, status.UntoldRemovals, id, pod, describe(hist, id), r.got[id])
+	for _, s := range r.stages[id] {
+		b.WriteString("\n  " + s)
+	}
+	for _, l := range r.logs {
+		if strings.Contains(l, id) || pod != "" && strings.Contains(l, pod) {
+			b.WriteString("\n  log: " + l)
+		}
+	}
+	return b.String()
 }
 
 func startEvented(t *testing.T, opts Options, gopts pleg.Options) *eventedRun {
@@ -61,14 +129,16 @@ func startEvented(t *testing.T, opts Options, gopts pleg.Options) *eventedRun {
 		gopts.EventedRelistPeriod = time.Hour
 		gopts.EventedRelistThreshold = 2 * time.Hour
 	}
-	gopts.Logger = quietLogger()
-	reg := prometheus.NewRegistry()
-	gopts.Registerer = reg
+	r := &eventedRun{t: t, sim: s, client: dial(t, s), reg: prometheus.NewRegistry(),
+		got: map[string][]pleg.EventType{}, stages: map[string][]string{}}
+	gopts.Logger = slog.New(r)
+	gopts.Registerer = r.reg
+	gopts.Trace = r.trace
 	g, err := pleg.New(rt, gopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &eventedRun{t: t, sim: s, client: dial(t, s), gen: g, reg: reg, got: map[string][]pleg.EventType{}}
+	r.gen = g
 	sub := g.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -190,7 +260,7 @@ func (r *eventedRun) truth() map[string]string {
 // event at all.
 func (r *eventedRun) converged(missedOK bool) {
 	r.t.Helper()
-	var last string
+	var last, lastID string
 	deadline := giveUp(r.t)
 	for time.Now().Before(deadline) {
 		truth, got := r.truth(), r.events()
@@ -198,7 +268,7 @@ func (r *eventedRun) converged(missedOK bool) {
 		for _, id := range slices.Sorted(maps.Keys(truth)) {
 			want, have := truth[id], stateOf(got[id])
 			if want != have && (!missedOK || want != "gone" || have != "unseen") {
-				last = id + ": runtime " + want + ", events say " + have
+				last, lastID = id+": runtime "+want+", events say "+have, id
 				break
 			}
 		}
@@ -207,7 +277,7 @@ func (r *eventedRun) converged(missedOK bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	r.t.Fatalf("never converged: %s", last)
+	r.t.Fatalf("never converged: %s%s", last, r.story(lastID))
 }
 
 // TestEventedOverSimulator: with the stream driving and global relists an
