@@ -300,9 +300,7 @@ func (j *Journal) Commit(events []pleg.Event, pods []pleg.PodReport) error {
 			j.degrade(fmt.Errorf("writing to %s: %w", j.opts.Dir, err))
 		}
 	}
-	for i := range events {
-		j.ring.push(Entry{Seq: j.next + uint64(i), Event: events[i]}, eventSize(&events[i]))
-	}
+	j.ring.pushEvents(j.next, events)
 	j.next += uint64(len(events))
 	j.expire()
 	if j.w != nil {

@@ -50,18 +50,56 @@ func newRing(maxEvents int, maxBytes int64, floor uint64) *ring {
 	return &ring{maxEvents: maxEvents, maxBytes: maxBytes, floor: floor}
 }
 
-func (r *ring) at(i int) *slot { return &r.buf[(r.head+i)%len(r.buf)] }
+func (r *ring) at(i int) *slot {
+	i += r.head
+	if i >= len(r.buf) {
+		i -= len(r.buf)
+	}
+	return &r.buf[i]
+}
 
 // push appends e, of size bytes as encoded, and drops the oldest entries
 // past the bounds; the newest stays even if it alone exceeds them.
 func (r *ring) push(e Entry, size int64) {
+	*r.next() = slot{e, size}
+	r.pushed(size)
+}
+
+// pushEvents pushes events, numbered from first. It copies each event
+// once, into its slot: a relist commits thousands.
+func (r *ring) pushEvents(first uint64, events []pleg.Event) {
+	for i := range events {
+		ev := &events[i]
+		size := eventSize(ev)
+		s := r.next()
+		s.Seq, s.Event, s.size = first+uint64(i), *ev, size
+		r.pushed(size)
+	}
+}
+
+// next returns the slot the next entry goes in, zero, making room for it.
+func (r *ring) next() *slot {
 	if r.n == len(r.buf) {
 		r.grow()
 	}
 	if r.n == len(r.buf) {
-		r.dropOldest()
+		// Full: the oldest's slot is the next one, overwritten at once.
+		r.floor, r.bytes = r.at(0).Seq, r.bytes-r.at(0).size
+		r.head++
+		if r.head == len(r.buf) {
+			r.head = 0
+		}
+		r.n--
+		s := r.at(r.n)
+		s.Gap, s.From, s.To = false, 0, 0
+		return s
 	}
-	*r.at(r.n) = slot{e, size}
+	return r.at(r.n)
+}
+
+// pushed counts the entry of size bytes put in the next slot, and drops
+// the oldest entries past the bounds.
+func (r *ring) pushed(size int64) {
 	r.n++
 	r.bytes += size
 	for r.n > 1 && (r.n > r.maxEvents || r.bytes > r.maxBytes) {
@@ -84,8 +122,11 @@ func (r *ring) grow() {
 func (r *ring) dropOldest() {
 	s := r.at(0)
 	r.floor, r.bytes = s.Seq, r.bytes-s.size
-	*s = slot{}
-	r.head = (r.head + 1) % len(r.buf)
+	*s = slot{} // lets its strings go
+	r.head++
+	if r.head == len(r.buf) {
+		r.head = 0
+	}
 	r.n--
 }
 
