@@ -6,14 +6,21 @@ package pleg
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg/podcache"
+	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
 
@@ -166,4 +173,88 @@ func compareCaches(t *testing.T, round int, a, b *podcache.Cache) {
 			t.Fatalf("round %d: pod %s sandbox statuses differ", round, uid)
 		}
 	}
+}
+
+// orderStore is a MemoryStore that records what each commit held and
+// checks that none of it was delivered before: received counts what a
+// subscriber got.
+type orderStore struct {
+	MemoryStore
+	t        *testing.T
+	received *atomic.Int64
+
+	mu        sync.Mutex
+	committed []string // event by event: pod/container/type
+	commits   int
+}
+
+func (s *orderStore) Commit(events []Event, pods []PodReport) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if got := s.received.Load(); got > int64(len(s.committed)) {
+		s.t.Errorf("a subscriber got %d events before the store had more than %d", got, len(s.committed))
+	}
+	for _, ev := range events {
+		s.committed = append(s.committed, ev.PodUID+"/"+ev.ContainerID+"/"+string(ev.Type))
+	}
+	s.commits++
+	return s.MemoryStore.Commit(events, pods)
+}
+
+// TestRelistDeliversInBatches: a relist of many changed pods commits and
+// delivers them in batches as their inspections come, in the order it
+// applied them, never publishing one before the store has it; when
+// Relist returns, everything it found is delivered.
+func TestRelistDeliversInBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var pods []fakeruntime.Pod
+		for i := range 200 {
+			uid := fmt.Sprintf("pod-%03d", i)
+			pods = append(pods, fakeruntime.Pod{UID: uid, Name: uid, Namespace: "ns",
+				Sandboxes:  []fakeruntime.Sandbox{{ID: "sb-" + uid, State: ready}},
+				Containers: []fakeruntime.Container{{ID: "c-" + uid, Name: "app", SandboxID: "sb-" + uid, State: running}}})
+		}
+		rt := fakeruntime.New(pods...)
+		// Inspections come in waves of 16, a millisecond apart.
+		rt.SetLatency(runtime.OpPodSandboxStatus, time.Millisecond)
+		store := &orderStore{t: t, received: new(atomic.Int64)}
+		g, err := New(rt, Options{Mode: ModeGeneric, Store: store, InspectConcurrency: 16,
+			Cache: podcache.New(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := g.Subscribe()
+		defer sub.Close()
+		var delivered []string
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				ev, err := sub.Next(t.Context())
+				if err != nil {
+					return
+				}
+				delivered = append(delivered, ev.PodUID+"/"+ev.ContainerID+"/"+string(ev.Type))
+				store.received.Add(1)
+			}
+		}()
+
+		if err := g.Relist(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n := testutil.ToFloat64(g.metrics.Events.WithLabelValues(string(ContainerStarted))); n != 400 {
+			t.Errorf("%v ContainerStarted published when Relist returned, want 400", n)
+		}
+		synctest.Wait()
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		if store.commits < 2 {
+			t.Errorf("%d commits: want the relist's changes delivered in batches as inspections come", store.commits)
+		}
+		if !slices.Equal(delivered, store.committed) {
+			t.Errorf("delivered %d events, committed %d, or not in the same order", len(delivered), len(store.committed))
+		}
+		sub.Close()
+		<-done
+	})
 }
