@@ -30,6 +30,17 @@ import (
 // version-2 event ends after its times; it decodes with those fields
 // empty. A segment holds one version: every run starts a new one.
 //
+// From format version 4 an event starts with its type as a byte (1 to 5:
+// ContainerStarted, ContainerDied, ContainerRemoved, PodSync,
+// ConditionMet) and its flags; its pod's UID, name and namespace follow
+// unless a flag tells they are the previous event's in the batch, and
+// its observed time unless another tells it is the previous event's: a
+// relist's events come pod by pod and share its start. Its container's
+// ID and name, its start and finish times and what the status said
+// follow. Before, an event was its type, its pod and container as
+// strings, its flags and its three times, then (from version 3) the
+// status's details.
+//
 // A checkpoint ends, from format version 2, with the runtime the store
 // describes: its endpoint, name and version (three strings, empty where
 // unknown). A version-1 checkpoint ends after its pods; its store names no
@@ -45,8 +56,9 @@ const (
 	// formatVersion is the version this code writes; it reads it and
 	// every older one. A segment of a higher version was written by a
 	// newer pleg. 2 added the runtime to checkpoints, 3 the container's
-	// image, attempt and exit to events.
-	formatVersion = 3
+	// image, attempt and exit to events, 4 wrote an event's type as a
+	// byte and its pod and observed time once for a run of events.
+	formatVersion = 4
 	headerSize    = 16
 	frameSize     = 8
 	// maxRecord bounds a record's payload: a checkpoint of 10,000 pods is
@@ -180,6 +192,10 @@ func appendTime(b []byte, t time.Time) []byte {
 const (
 	flagSandbox      = 1
 	flagAfterRestart = 2
+	// From format version 4: the event's pod, or its observed time, is
+	// the previous event's in the batch.
+	flagSamePod      = 4
+	flagSameObserved = 8
 )
 
 // What a version-3 event's presence byte tells follows.
@@ -188,13 +204,21 @@ const (
 	hasExitCode = 2
 )
 
-func appendEvent(b []byte, ev *pleg.Event) []byte {
-	b = appendString(b, string(ev.Type))
-	b = appendString(b, ev.PodUID)
-	b = appendString(b, ev.PodName)
-	b = appendString(b, ev.PodNamespace)
-	b = appendString(b, ev.ContainerID)
-	b = appendString(b, ev.ContainerName)
+// eventTypes are the event types a version-4 event names by their index
+// plus one.
+var eventTypes = []pleg.EventType{
+	pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet,
+}
+
+// appendEvent appends ev, which follows prev in its batch (nil for the
+// first).
+func appendEvent(b []byte, ev, prev *pleg.Event) []byte {
+	code := byte(0)
+	for i, t := range eventTypes {
+		if t == ev.Type {
+			code = byte(i + 1)
+		}
+	}
 	var flags byte
 	if ev.Sandbox {
 		flags |= flagSandbox
@@ -202,10 +226,33 @@ func appendEvent(b []byte, ev *pleg.Event) []byte {
 	if ev.AfterRestart {
 		flags |= flagAfterRestart
 	}
-	b = append(b, flags)
-	b = appendTime(b, ev.Observed)
+	samePod := prev != nil &&
+		prev.PodUID == ev.PodUID && prev.PodName == ev.PodName && prev.PodNamespace == ev.PodNamespace
+	if samePod {
+		flags |= flagSamePod
+	}
+	sameObserved := prev != nil && prev.Observed.Equal(ev.Observed)
+	if sameObserved {
+		flags |= flagSameObserved
+	}
+	b = append(b, code, flags)
+	if !samePod {
+		b = appendString(b, ev.PodUID)
+		b = appendString(b, ev.PodName)
+		b = appendString(b, ev.PodNamespace)
+	}
+	b = appendString(b, ev.ContainerID)
+	b = appendString(b, ev.ContainerName)
+	if !sameObserved {
+		b = appendTime(b, ev.Observed)
+	}
 	b = appendTime(b, ev.StartedAt)
 	b = appendTime(b, ev.FinishedAt)
+	return appendDetails(b, ev)
+}
+
+// appendDetails appends what the container's status said of ev.
+func appendDetails(b []byte, ev *pleg.Event) []byte {
 	b = appendString(b, ev.Image)
 	var has byte
 	if ev.Attempt != nil {
@@ -266,8 +313,10 @@ func appendBatch(buf []byte, first uint64, events []pleg.Event, pods []pleg.PodR
 	return frame(buf, recBatch, func(b []byte) []byte {
 		b = binary.AppendUvarint(b, first)
 		b = binary.AppendUvarint(b, uint64(len(events)))
+		var prev *pleg.Event
 		for i := range events {
-			b = appendEvent(b, &events[i])
+			b = appendEvent(b, &events[i], prev)
+			prev = &events[i]
 		}
 		return appendPods(b, pods)
 	})
@@ -424,7 +473,45 @@ func (d *decoder) end() error {
 	return d.err
 }
 
-func (d *decoder) event() pleg.Event {
+// event reads an event that follows prev in its batch (nil for the
+// first).
+func (d *decoder) event(prev *pleg.Event) pleg.Event {
+	if d.version < 4 {
+		return d.eventV3()
+	}
+	var ev pleg.Event
+	code, flags := d.byte(), d.byte()
+	if code >= 1 && int(code) <= len(eventTypes) {
+		ev.Type = eventTypes[code-1]
+	} else if d.err == nil {
+		d.fail("unknown event type %d", code)
+	}
+	if flags&^(flagSandbox|flagAfterRestart|flagSamePod|flagSameObserved) != 0 {
+		d.fail("unknown event flags %#x", flags)
+	}
+	if prev == nil && flags&(flagSamePod|flagSameObserved) != 0 {
+		d.fail("the first event of a batch refers to the one before")
+		return ev
+	}
+	ev.Sandbox, ev.AfterRestart = flags&flagSandbox != 0, flags&flagAfterRestart != 0
+	if flags&flagSamePod != 0 {
+		ev.PodUID, ev.PodName, ev.PodNamespace = prev.PodUID, prev.PodName, prev.PodNamespace
+	} else {
+		ev.PodUID, ev.PodName, ev.PodNamespace = d.string(), d.string(), d.string()
+	}
+	ev.ContainerID, ev.ContainerName = d.string(), d.string()
+	if flags&flagSameObserved != 0 {
+		ev.Observed = prev.Observed
+	} else {
+		ev.Observed = d.time()
+	}
+	ev.StartedAt, ev.FinishedAt = d.time(), d.time()
+	d.details(&ev)
+	return ev
+}
+
+// eventV3 reads an event of format version 3 or older.
+func (d *decoder) eventV3() pleg.Event {
 	ev := pleg.Event{
 		Type: pleg.EventType(d.string()), PodUID: d.string(), PodName: d.string(), PodNamespace: d.string(),
 		ContainerID: d.string(), ContainerName: d.string(),
@@ -433,28 +520,7 @@ func (d *decoder) event() pleg.Event {
 	ev.Sandbox, ev.AfterRestart = flags&flagSandbox != 0, flags&flagAfterRestart != 0
 	ev.Observed, ev.StartedAt, ev.FinishedAt = d.time(), d.time(), d.time()
 	if d.version >= 3 {
-		ev.Image = d.string()
-		has := d.byte()
-		if has&^(hasAttempt|hasExitCode) != 0 {
-			d.fail("unknown event fields %#x", has)
-		}
-		if has&hasAttempt != 0 {
-			a := d.uvarint()
-			if a > math.MaxUint32 {
-				d.fail("attempt %d out of range", a)
-			}
-			attempt := uint32(a)
-			ev.Attempt = &attempt
-		}
-		if has&hasExitCode != 0 {
-			c := d.varint()
-			if c < math.MinInt32 || c > math.MaxInt32 {
-				d.fail("exit code %d out of range", c)
-			}
-			code := int32(c)
-			ev.ExitCode = &code
-		}
-		ev.Reason, ev.Message = d.string(), d.string()
+		d.details(&ev)
 	}
 	switch ev.Type {
 	case pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet:
@@ -462,6 +528,32 @@ func (d *decoder) event() pleg.Event {
 		d.fail("unknown event type %q", ev.Type)
 	}
 	return ev
+}
+
+// details reads what the container's status said of ev.
+func (d *decoder) details(ev *pleg.Event) {
+	ev.Image = d.string()
+	has := d.byte()
+	if has&^(hasAttempt|hasExitCode) != 0 {
+		d.fail("unknown event fields %#x", has)
+	}
+	if has&hasAttempt != 0 {
+		a := d.uvarint()
+		if a > math.MaxUint32 {
+			d.fail("attempt %d out of range", a)
+		}
+		attempt := uint32(a)
+		ev.Attempt = &attempt
+	}
+	if has&hasExitCode != 0 {
+		c := d.varint()
+		if c < math.MinInt32 || c > math.MaxInt32 {
+			d.fail("exit code %d out of range", c)
+		}
+		code := int32(c)
+		ev.ExitCode = &code
+	}
+	ev.Reason, ev.Message = d.string(), d.string()
 }
 
 func (d *decoder) pods() []pleg.PodReport {
@@ -524,8 +616,12 @@ func decodeRecord(payload []byte, version uint16, strs map[string]string) (recor
 		r.batch.first = d.uvarint()
 		n := d.count()
 		r.batch.events = make([]pleg.Event, 0, n)
-		for range n {
-			r.batch.events = append(r.batch.events, d.event())
+		for i := range n {
+			var prev *pleg.Event
+			if i > 0 {
+				prev = &r.batch.events[i-1]
+			}
+			r.batch.events = append(r.batch.events, d.event(prev))
 		}
 		r.batch.pods = d.pods()
 	case recGap:

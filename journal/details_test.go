@@ -7,7 +7,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/plegkit/pleg"
 )
@@ -126,13 +128,17 @@ func TestFormatVersion2StillOpens(t *testing.T) {
 	}
 }
 
-// asVersion2 rewrites a segment as format version 2 wrote it: header
-// version 2, and batches whose events end after their times, their
-// frames and checksums redone.
-func asVersion2(t *testing.T, data []byte) []byte {
+// asVersion2 rewrites a segment as format version 2 wrote it (asVersion).
+func asVersion2(t *testing.T, data []byte) []byte { return asVersion(t, data, 2) }
+
+// asVersion rewrites a segment as format version 2 or 3 wrote it: header
+// version, and batches whose events name their type and pod as strings,
+// each in full, and end after their times in version 2, their frames and
+// checksums redone.
+func asVersion(t *testing.T, data []byte, version uint16) []byte {
 	t.Helper()
 	h := append([]byte(nil), data[:headerSize]...)
-	binary.LittleEndian.PutUint16(h[8:], 2)
+	binary.LittleEndian.PutUint16(h[8:], version)
 	copy(h[12:], crcBytes(h[:12]))
 	out := h
 	for off := headerSize; off < len(data); {
@@ -153,14 +159,153 @@ func asVersion2(t *testing.T, data []byte) []byte {
 			b = binary.AppendUvarint(b, r.batch.first)
 			b = binary.AppendUvarint(b, uint64(len(r.batch.events)))
 			for _, ev := range r.batch.events {
-				ev.Image, ev.Attempt, ev.ExitCode, ev.Reason, ev.Message = "", nil, nil, "", ""
-				// Version 3 adds four bytes to such an event: an empty
-				// image, no presence bits, an empty reason and message.
-				v3 := appendEvent(nil, &ev)
-				b = append(b, v3[:len(v3)-4]...)
+				b = appendString(b, string(ev.Type))
+				for _, s := range []string{ev.PodUID, ev.PodName, ev.PodNamespace, ev.ContainerID, ev.ContainerName} {
+					b = appendString(b, s)
+				}
+				var flags byte
+				if ev.Sandbox {
+					flags |= flagSandbox
+				}
+				if ev.AfterRestart {
+					flags |= flagAfterRestart
+				}
+				b = append(b, flags)
+				for _, at := range []time.Time{ev.Observed, ev.StartedAt, ev.FinishedAt} {
+					b = appendTime(b, at)
+				}
+				if version >= 3 {
+					b = appendDetails(b, &ev)
+				}
 			}
 			return appendPods(b, r.batch.pods)
 		})
 	}
 	return out
+}
+
+// relistBatch is what a relist commits: events pod by pod, sharing its
+// start, with an event's details, a sandbox, a pod name met again later
+// in another namespace, and an event observed at another time.
+func relistBatch() []pleg.Event {
+	var events []pleg.Event
+	for i := range 12 {
+		ev := detailed(i)
+		ev.PodUID, ev.PodName = fmt.Sprintf("pod-%d", i/4), fmt.Sprintf("web-%d", i/4)
+		ev.Observed = testNow
+		events = append(events, ev)
+	}
+	events[5].Observed = testNow.Add(time.Millisecond)
+	events[6].AfterRestart, events[6].StartedAt = true, testNow.Add(-time.Hour)
+	events[9].PodNamespace = "other"
+	events[10].PodNamespace = "other"
+	return events
+}
+
+// normalized is ev with its times as decoding returns them, for
+// comparing events whole.
+func normalized(ev pleg.Event) pleg.Event {
+	for _, at := range []*time.Time{&ev.Observed, &ev.StartedAt, &ev.FinishedAt} {
+		if !at.IsZero() {
+			*at = time.Unix(0, at.UnixNano())
+		}
+	}
+	return ev
+}
+
+func equalEvents(t *testing.T, got, want []pleg.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if g, w := normalized(got[i]), normalized(want[i]); !reflect.DeepEqual(g, w) {
+			t.Errorf("event %d:\n got  %+v\n want %+v", i, g, w)
+		}
+	}
+}
+
+// A batch reads back as committed, every field of every event, though
+// version 4 writes a pod and an observed time once for a run of events.
+func TestBatchRoundTrip(t *testing.T) {
+	events := relistBatch()
+	pods := []pleg.PodReport{report("pod-0", "c-0"), report("pod-1", "c-4")}
+	payload, _, err := nextRecord(appendBatch(nil, 7, events, pods))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := decodeRecord(payload, formatVersion, map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.batch.first != 7 || !reflect.DeepEqual(r.batch.pods, pods) {
+		t.Errorf("batch from %d with pods %+v", r.batch.first, r.batch.pods)
+	}
+	equalEvents(t, r.batch.events, events)
+	one, _, _ := nextRecord(appendBatch(nil, 7, events[:1], nil))
+	if per := float64(len(payload)) / float64(len(events)); per >= float64(len(one)) {
+		t.Errorf("%.0f bytes an event of a relist's batch, %d alone: want the pod and time written once", per, len(one))
+	}
+}
+
+// The first event of a batch has no event before it to share a pod or a
+// time with: a batch that says it does is damage.
+func TestBatchFirstEventRefersBack(t *testing.T) {
+	for _, flag := range []byte{flagSamePod, flagSameObserved} {
+		ev := event(0)
+		payload, _, _ := nextRecord(appendBatch(nil, 1, []pleg.Event{ev}, nil))
+		b := append([]byte(nil), payload...)
+		// recBatch, first (1), count (1), then the event's type and flags.
+		b[4] |= flag
+		if _, err := decodeRecord(b, formatVersion, nil); err == nil {
+			t.Errorf("flags %#x on a batch's first event: no error", b[4])
+		}
+	}
+}
+
+// A store of format version 3 (events with their type and pod as
+// strings, each in full) still opens and reads as committed; what is
+// written after is version 4, and reads back too.
+func TestFormatVersion3StillOpens(t *testing.T) {
+	e := newEnv(t)
+	j := e.open()
+	events := relistBatch()
+	if err := j.Commit(events[:6], []pleg.PodReport{report("pod-0", "c-0")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Commit(events[6:], []pleg.PodReport{report("pod-2", "c-9")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range e.segments() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, asVersion(t, data, 3))
+	}
+	j = e.open()
+	if o := e.outcome(j); o != OutcomeClean {
+		t.Fatalf("a version-3 store: outcome %s, want clean\n%s", o, e.logs.String())
+	}
+	var got []pleg.Event
+	for _, en := range readAll(j, 0) {
+		got = append(got, en.Event)
+	}
+	equalEvents(t, got, events)
+	if err := j.Commit(events[:4], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = e.open()
+	defer func() { _ = j.Close() }()
+	got = got[:0]
+	for _, en := range readAll(j, 0) {
+		got = append(got, en.Event)
+	}
+	equalEvents(t, got, append(events, events[:4]...))
 }
