@@ -457,6 +457,20 @@ func podsToRemove() []fakeruntime.Pod {
 	return pods
 }
 
+// startRemovals starts a generator over podsToRemove, on a runtime whose
+// stream says of pod removals what known says ("" for nothing: a runtime
+// not known), and lets the stream drive.
+func startRemovals(t *testing.T, known runtime.Availability) *eventedEnv {
+	t.Helper()
+	rt := fakeruntime.New(podsToRemove()...)
+	if known != "" {
+		rt.SetRemovalEvents(runtime.Supported, known)
+	}
+	e := newEventedEnvOn(t, rt, func(*Options) {})
+	e.settle()
+	return e
+}
+
 // stopPod stops pod uid of podsToRemove, as the kubelet does before it
 // removes it, with the events every runtime sends.
 func (e *eventedEnv) stopPod(uid string) {
@@ -510,12 +524,7 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := fakeruntime.New(podsToRemove()...)
-				if tc.known != "" {
-					rt.SetRemovalEvents(runtime.Supported, tc.known)
-				}
-				e := newEventedEnvOn(t, rt, func(*Options) {})
-				e.settle()
+				e := startRemovals(t, tc.known)
 				// Past the first relist: the records were observed while
 				// the stream was up.
 				e.g.requestGlobalRelist()
@@ -590,10 +599,7 @@ func TestRunningPodRemovedUntold(t *testing.T) {
 	}{{"CRI-O: known not to tell", runtime.Unsupported}, {"containerd: known to tell", runtime.Supported}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := fakeruntime.New(podsToRemove()...)
-				rt.SetRemovalEvents(runtime.Supported, tc.known)
-				e := newEventedEnvOn(t, rt, func(*Options) {})
-				e.settle()
+				e := startRemovals(t, tc.known)
 				e.rt.ResetCalls()
 				e.wait(time.Minute)
 				lists := e.rt.Calls(runtime.OpListPodSandbox)
@@ -624,10 +630,7 @@ func TestRunningPodRemovedUntold(t *testing.T) {
 // removal never reported.)
 func TestContainersLateDeletedKeepsTheWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := fakeruntime.New(podsToRemove()...)
-		rt.SetRemovalEvents(runtime.Supported, runtime.Unsupported)
-		e := newEventedEnvOn(t, rt, func(*Options) {})
-		e.settle()
+		e := startRemovals(t, runtime.Unsupported)
 		// Past the first relist: the records were observed while the
 		// stream was up.
 		e.g.requestGlobalRelist()

@@ -88,16 +88,7 @@ func TestFormatVersion2StillOpens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range e.segments() {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, path, asVersion2(t, data))
-	}
+	e.closeAs(j, asVersion2)
 	j = e.open()
 	defer func() { _ = j.Close() }()
 	if o := e.outcome(j); o != OutcomeClean {
@@ -125,6 +116,22 @@ func TestFormatVersion2StillOpens(t *testing.T) {
 	got = readAll(j, 0)
 	if len(got) != 5 || describeDetails(got[4].Event) != describeDetails(ev) {
 		t.Errorf("after reopening, the event written after the version-2 ones: %s", describe(got))
+	}
+}
+
+// closeAs closes j and rewrites every segment of the store with as: as an
+// older version of pleg wrote it.
+func (e *env) closeAs(j *Journal, as func(*testing.T, []byte) []byte) {
+	e.t.Helper()
+	if err := j.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, path := range e.segments() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		writeFile(e.t, path, as(e.t, data))
 	}
 }
 
@@ -276,16 +283,7 @@ func TestFormatVersion3StillOpens(t *testing.T) {
 	if err := j.Commit(events[6:], []pleg.PodReport{report("pod-2", "c-9")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range e.segments() {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, path, asVersion(t, data, 3))
-	}
+	e.closeAs(j, func(t *testing.T, data []byte) []byte { return asVersion(t, data, 3) })
 	j = e.open()
 	if o := e.outcome(j); o != OutcomeClean {
 		t.Fatalf("a version-3 store: outcome %s, want clean\n%s", o, e.logs.String())

@@ -147,16 +147,7 @@ func TestFormatVersion1StillOpens(t *testing.T) {
 	e := newEnv(t)
 	j := e.open() // Runtime zero: checkpoints end with three empty strings
 	commit(t, j, 0, 4)
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range e.segments() {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, path, asVersion1(t, data))
-	}
+	e.closeAs(j, asVersion1)
 	e.opts.Runtime = Runtime{Endpoint: "unix:///run/a.sock", Name: "runtime-a"}
 	j = e.open()
 	if o := e.outcome(j); o != OutcomeClean {
