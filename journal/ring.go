@@ -84,13 +84,7 @@ func (r *ring) next() *slot {
 	}
 	if r.n == len(r.buf) {
 		// Full: the oldest's slot is the next one, overwritten at once.
-		r.floor, r.bytes = r.at(0).Seq, r.bytes-r.at(0).size
-		r.head++
-		if r.head == len(r.buf) {
-			r.head = 0
-		}
-		r.n--
-		s := r.at(r.n)
+		s := r.advance()
 		s.Gap, s.From, s.To = false, 0, 0
 		return s
 	}
@@ -119,15 +113,19 @@ func (r *ring) grow() {
 	r.buf, r.head = buf, 0
 }
 
-func (r *ring) dropOldest() {
+// dropOldest drops the oldest entry and lets go of what its slot held.
+func (r *ring) dropOldest() { *r.advance() = slot{} }
+
+// advance drops the oldest entry and returns its slot, still holding it.
+func (r *ring) advance() *slot {
 	s := r.at(0)
 	r.floor, r.bytes = s.Seq, r.bytes-s.size
-	*s = slot{} // lets its strings go
 	r.head++
 	if r.head == len(r.buf) {
 		r.head = 0
 	}
 	r.n--
+	return s
 }
 
 // appendAfter appends to dst up to limit entries numbered above seq,
