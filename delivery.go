@@ -52,7 +52,7 @@ func (g *Generator) addChange(out *outbox, rec *podRecord, change *podChange, st
 		}
 	}
 	out.changes = append(out.changes, change)
-	out.events = append(out.events, change.events()...)
+	out.events = change.appendEvents(out.events)
 	out.ends = append(out.ends, len(out.events))
 	out.reports = append(out.reports, rec.report())
 }
@@ -75,11 +75,20 @@ func (g *Generator) flush(out *outbox) {
 		g.traceEvents(trace.Published, out.events[start:out.ends[i]])
 		start = out.ends[i]
 	}
+	if cap(out.events) > maxKeptEvents {
+		*out = outbox{}
+		return
+	}
 	clear(out.changes)
 	clear(out.events)
 	clear(out.reports)
 	out.changes, out.ends, out.events, out.reports = out.changes[:0], out.ends[:0], out.events[:0], out.reports[:0]
 }
+
+// maxKeptEvents bounds the events an outbox keeps room for from one flush
+// to the next: a relist of a thousand pods, all of whose containers
+// changed, delivers about 10,000, some 2.5 MB.
+const maxKeptEvents = 1 << 14
 
 // podIPs keeps the IPs of a pod whose sandboxes have all been torn down:
 // the API expects a finished pod to keep reporting the IP it had. A pod

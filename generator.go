@@ -55,9 +55,11 @@ type Generator struct {
 	// one writer of the cache.
 	relistMu sync.Mutex
 	st       relistState
-	// single is deliver's outbox, owned by relistMu: one event's change
-	// at a time, its slices kept from one to the next.
-	single outbox
+	// single is the outbox of one pod's change at a time, delivered at
+	// once (deliver, a pod's own relist); relisted is a global relist's.
+	// Both are owned by relistMu, their slices kept from one to the next.
+	single   outbox
+	relisted outbox
 
 	runMu  sync.Mutex
 	cancel context.CancelFunc

@@ -313,8 +313,11 @@ type podChange struct {
 }
 
 // events returns the change as the events the kubelet would send, in order.
-func (c *podChange) events() []Event {
-	// Sized at once: an Event is some 250 bytes, and growing the slice
+func (c *podChange) events() []Event { return c.appendEvents(nil) }
+
+// appendEvents appends the change's events to dst.
+func (c *podChange) appendEvents(dst []Event) []Event {
+	// Grown at once: an Event is some 250 bytes, and growing the slice
 	// by appending would allocate it about twice over.
 	n := 0
 	for _, t := range c.transitions {
@@ -327,19 +330,19 @@ func (c *podChange) events() []Event {
 		n++
 	}
 	if n == 0 {
-		return nil
+		return dst
 	}
-	out := make([]Event, 0, n)
+	dst = slices.Grow(dst, n)
 	for _, t := range c.transitions {
-		out = c.appendTransition(out, t, c.observed)
+		dst = c.appendTransition(dst, t, c.observed)
 	}
 	if c.podSync {
-		out = append(out, c.event(PodSync, c.observed))
+		dst = append(dst, c.event(PodSync, c.observed))
 	}
 	if c.conditionMet {
-		out = append(out, c.event(ConditionMet, c.observed))
+		dst = append(dst, c.event(ConditionMet, c.observed))
 	}
-	return out
+	return dst
 }
 
 // report is what the record says was last reported of its pod.

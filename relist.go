@@ -209,9 +209,8 @@ func (g *Generator) podInspected(ctx context.Context, pi *podInspection) {
 		g.podRelisted(pi.list, false, false)
 		return
 	}
-	var out outbox
-	g.apply(ctx, &pi.w, pi.in, pi.list.start, &out)
-	g.flush(&out)
+	g.apply(ctx, &pi.w, pi.in, pi.list.start, &g.single)
+	g.flush(&g.single)
 	g.podRelisted(pi.list, ctx.Err() == nil, pi.w.gone)
 }
 
@@ -307,12 +306,12 @@ func (g *Generator) reconcileAll(ctx context.Context, work []podWork, observed t
 			work[i].pod = work[i].rec.pod()
 		}
 	}
-	var out outbox
+	out := &g.relisted
 	workers := min(g.opts.InspectConcurrency, len(work))
 	if workers <= 1 {
 		for i := range work {
-			g.apply(ctx, &work[i], g.inspectWork(ctx, &work[i]), observed, &out)
-			g.flush(&out)
+			g.apply(ctx, &work[i], g.inspectWork(ctx, &work[i]), observed, out)
+			g.flush(out)
 		}
 		return
 	}
@@ -339,13 +338,13 @@ func (g *Generator) reconcileAll(ctx context.Context, work []podWork, observed t
 		close(results)
 	}()
 	for d := range results {
-		g.apply(ctx, d.w, d.in, observed, &out)
+		g.apply(ctx, d.w, d.in, observed, out)
 		if len(results) == 0 {
 			// Nothing more inspected yet: deliver what is, with one commit.
-			g.flush(&out)
+			g.flush(out)
 		}
 	}
-	g.flush(&out)
+	g.flush(out)
 }
 
 // inspectWork asks the runtime for the status of a pod that is not gone,
