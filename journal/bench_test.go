@@ -6,6 +6,7 @@ package journal
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
@@ -111,4 +112,73 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// relistEvents are a relist's events of pods pods, three containers each
+// Died, Removed and Started, as BenchmarkStoreRelistThroughput commits
+// them, with IDs as kubelet-like as the details test's.
+func relistEvents(pods int) []pleg.Event {
+	var events []pleg.Event
+	for i := range pods {
+		for c := range 3 {
+			ev := detailed(i*3 + c)
+			ev.PodUID, ev.PodName = fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), fmt.Sprintf("web-%d", i)
+			ev.ContainerID, ev.Observed = fmt.Sprintf("%064x", i*3+c), testNow
+			for _, t := range []pleg.EventType{pleg.ContainerDied, pleg.ContainerRemoved, pleg.ContainerStarted} {
+				ev.Type = t
+				events = append(events, ev)
+			}
+		}
+	}
+	return events
+}
+
+// fullHistory is a journal in memory holding its default history of
+// relists' events.
+func fullHistory(b *testing.B) *Journal {
+	j, err := Open(Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	events := relistEvents(100)
+	for j.Status().Events < DefaultMaxEvents {
+		if err := j.Commit(events, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return j
+}
+
+// BenchmarkHistoryMemory: the heap a full history (65,536 events of
+// relists) keeps, per event held.
+func BenchmarkHistoryMemory(b *testing.B) {
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		j := fullHistory(b)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(j.Status().Events), "heap-B/event")
+		runtime.KeepAlive(j)
+	}
+}
+
+// BenchmarkRead: a client reading a full history from its start, in pages
+// of 1,000 (GET /v1/history's); reported per entry read.
+func BenchmarkRead(b *testing.B) {
+	j := fullHistory(b)
+	var page []Entry
+	n := 0
+	for b.Loop() {
+		for after := uint64(0); ; {
+			page, _ = j.ReadAppend(page, after, 1000)
+			if len(page) == 0 {
+				break
+			}
+			n += len(page)
+			after = page[len(page)-1].Seq
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/entry")
 }

@@ -210,15 +210,30 @@ var eventTypes = []pleg.EventType{
 	pleg.ContainerStarted, pleg.ContainerDied, pleg.ContainerRemoved, pleg.PodSync, pleg.ConditionMet,
 }
 
+// codeRemoved is ContainerRemoved's type byte.
+const codeRemoved = 3
+
+// eventCode is t's type byte, 0 for none: a relist encodes thousands.
+func eventCode(t pleg.EventType) byte {
+	switch t {
+	case pleg.ContainerStarted:
+		return 1
+	case pleg.ContainerDied:
+		return 2
+	case pleg.ContainerRemoved:
+		return codeRemoved
+	case pleg.PodSync:
+		return 4
+	case pleg.ConditionMet:
+		return 5
+	}
+	return 0
+}
+
 // appendEvent appends ev, which follows prev in its batch (nil for the
 // first).
 func appendEvent(b []byte, ev, prev *pleg.Event) []byte {
-	code := byte(0)
-	for i, t := range eventTypes {
-		if t == ev.Type {
-			code = byte(i + 1)
-		}
-	}
+	code := eventCode(ev.Type)
 	var flags byte
 	if ev.Sandbox {
 		flags |= flagSandbox
@@ -309,17 +324,64 @@ type batch struct {
 	pods   []pleg.PodReport
 }
 
+// appendBatch appends a batch record of events, numbered from first, and
+// the pods' reports.
 func appendBatch(buf []byte, first uint64, events []pleg.Event, pods []pleg.PodReport) []byte {
+	var e encoded
+	return appendBatchEncoding(buf, first, events, pods, &e)
+}
+
+// appendBatchEncoding is appendBatch keeping in e where the events are.
+func appendBatchEncoding(buf []byte, first uint64, events []pleg.Event, pods []pleg.PodReport, e *encoded) []byte {
 	return frame(buf, recBatch, func(b []byte) []byte {
 		b = binary.AppendUvarint(b, first)
 		b = binary.AppendUvarint(b, uint64(len(events)))
-		var prev *pleg.Event
-		for i := range events {
-			b = appendEvent(b, &events[i], prev)
-			prev = &events[i]
-		}
+		b = e.appendTo(b, events)
 		return appendPods(b, pods)
 	})
+}
+
+// encoded is a commit's events as a batch record holds them, encoded once
+// for the segment and the ring: where each ends, and where the event that
+// names its pod starts, itself or the first of a run of the same pod's.
+type encoded struct {
+	b       []byte // the events
+	ends    []int
+	anchors []int
+	// own is what encode encodes in; appendTo encodes in its caller's.
+	own []byte
+}
+
+// encode encodes events in e's own buffer.
+func (e *encoded) encode(events []pleg.Event) {
+	if cap(e.own) > maxKeptBuffer {
+		e.own, e.ends, e.anchors = nil, nil, nil
+	}
+	e.own = e.appendTo(e.own[:0], events)
+}
+
+// appendTo appends events to b, encoded, and keeps where they are.
+func (e *encoded) appendTo(b []byte, events []pleg.Event) []byte {
+	if cap(e.ends) > maxKeptBuffer/8 {
+		e.ends, e.anchors = nil, nil
+	}
+	e.ends, e.anchors = e.ends[:0], e.anchors[:0]
+	base := len(b)
+	var prev *pleg.Event
+	anchor := 0
+	for i := range events {
+		start := len(b)
+		b = appendEvent(b, &events[i], prev)
+		if b[start+1]&flagSamePod == 0 {
+			anchor = start - base
+		}
+		e.ends = append(e.ends, len(b)-base)
+		e.anchors = append(e.anchors, anchor)
+		prev = &events[i]
+	}
+	// What b holds now stays put: appending to b may move it, not this.
+	e.b = b[base:len(b):len(b)]
+	return b
 }
 
 // checkpoint is a decoded recCheckpoint.

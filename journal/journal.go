@@ -148,8 +148,10 @@ type Journal struct {
 	// id names the journal; see ID.
 	id string
 
-	mu     sync.Mutex
-	ring   *ring
+	mu   sync.Mutex
+	ring *ring
+	// enc is the commit's events encoded, for the segment and the ring.
+	enc    encoded
 	origin uint64 // the first number this store gave out
 	next   uint64
 	pods   map[string]pleg.PodReport
@@ -271,11 +273,7 @@ func (j *Journal) Restore() (pleg.Restored, error) {
 		return pleg.Restored{}, nil
 	}
 	out := pleg.Restored{Pods: j.restored, Since: j.created, Removed: make(map[string]time.Time)}
-	for i := range j.ring.n {
-		if e := j.ring.at(i); !e.Gap && e.Event.Type == pleg.ContainerRemoved {
-			out.Removed[e.Event.ContainerID] = e.Event.Observed
-		}
-	}
+	j.ring.removed(func(ev *pleg.Event) { out.Removed[ev.ContainerID] = ev.Observed })
 	j.restored = nil
 	return out, nil
 }
@@ -295,12 +293,14 @@ func (j *Journal) Commit(events []pleg.Event, pods []pleg.PodReport) error {
 			j.pods[p.UID] = p
 		}
 	}
-	if j.w != nil {
-		if err = j.w.commit(j, events, pods); err != nil {
-			j.degrade(fmt.Errorf("writing to %s: %w", j.opts.Dir, err))
-		}
+	// The writer encodes the events in its record, the ring copies them
+	// from there.
+	if j.w == nil {
+		j.enc.encode(events)
+	} else if err = j.w.commit(j, events, &j.enc, pods); err != nil {
+		j.degrade(fmt.Errorf("writing to %s: %w", j.opts.Dir, err))
 	}
-	j.ring.pushEvents(j.next, events)
+	j.ring.pushEvents(j.next, events, &j.enc)
 	j.next += uint64(len(events))
 	j.expire()
 	if j.w != nil {

@@ -177,7 +177,7 @@ func TestMemoryJournalReads(t *testing.T) {
 
 func TestRetentionByBytes(t *testing.T) {
 	ev := event(0)
-	size := eventSize(&ev)
+	size := int64(len(appendEvent(nil, &ev, nil)))
 	j, err := Open(Options{MaxBytes: 3 * size, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

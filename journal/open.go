@@ -244,7 +244,7 @@ func (j *Journal) inMemory(rs *recovered, gap *Entry, err error) {
 	if rs != nil && len(rs.segments) > 0 {
 		j.adopt(rs)
 		if gap != nil {
-			j.ring.push(*gap, gapSize)
+			j.ring.pushGap(gap.From, gap.To)
 			j.next = gap.To + 1
 		}
 		j.next = max(j.next, j.nowSeq())

@@ -245,10 +245,7 @@ func (rs *recovered) apply(seg *segment, r record, first bool) error {
 		if b.first < rs.next {
 			return fmt.Errorf("batch numbered from %d, before %d", b.first, rs.next)
 		}
-		for i, ev := range b.events {
-			seq := b.first + uint64(i)
-			rs.ring.push(Entry{Seq: seq, Event: ev}, eventSize(&ev))
-		}
+		rs.ring.pushBatch(b.first, b.events)
 		rs.next = b.first + uint64(len(b.events))
 		if len(b.events) > 0 {
 			seg.last = rs.next - 1
@@ -264,7 +261,7 @@ func (rs *recovered) apply(seg *segment, r record, first bool) error {
 		if r.from < rs.next {
 			return fmt.Errorf("gap from %d, before %d", r.from, rs.next)
 		}
-		rs.ring.push(Entry{Seq: r.to, Gap: true, From: r.from, To: r.to}, gapSize)
+		rs.ring.pushGap(r.from, r.to)
 		rs.next, seg.last = r.to+1, r.to
 	}
 	return nil
@@ -272,10 +269,3 @@ func (rs *recovered) apply(seg *segment, r record, first bool) error {
 
 // gapSize is what a gap counts against the byte bound.
 const gapSize = 24
-
-// eventSize is about an event's size as encoded, which the byte bound
-// counts: its strings, their lengths, the flags and three times.
-func eventSize(ev *pleg.Event) int64 {
-	return int64(len(ev.Type)+len(ev.PodUID)+len(ev.PodName)+len(ev.PodNamespace)+
-		len(ev.ContainerID)+len(ev.ContainerName)) + 6 + 1 + 3*9
-}

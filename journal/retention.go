@@ -15,18 +15,19 @@ import "time"
 func (r *ring) expireBefore(cutoff time.Time) int {
 	drop := 0
 	for i := 0; i < r.n; i++ {
-		e := r.at(i)
-		if e.Gap {
+		s := r.at(i)
+		if s.gap {
 			continue
 		}
-		if !e.Event.Observed.Before(cutoff) {
+		if !fromUnixNano(s.observed).Before(cutoff) {
 			break
 		}
 		drop = i + 1
 	}
 	for range drop {
-		r.dropOldest()
+		r.advance()
 	}
+	r.release()
 	return drop
 }
 

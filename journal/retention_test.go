@@ -17,7 +17,7 @@ import (
 
 func TestRingExpireBefore(t *testing.T) {
 	at := func(s int) Entry {
-		return Entry{Event: pleg.Event{Observed: testNow.Add(time.Duration(s) * time.Second)}}
+		return Entry{Event: pleg.Event{Type: pleg.ContainerStarted, Observed: testNow.Add(time.Duration(s) * time.Second)}}
 	}
 	gap := Entry{Gap: true}
 	for _, tc := range []struct {
@@ -42,7 +42,7 @@ func TestRingExpireBefore(t *testing.T) {
 			r := newRing(100, 1<<20, 0)
 			for i, e := range tc.entries {
 				e.Seq = uint64(i + 1)
-				r.push(e, 10)
+				push(r, e)
 			}
 			if got := r.expireBefore(testNow.Add(time.Duration(tc.cutoff) * time.Second)); got != tc.dropped {
 				t.Errorf("dropped %d, want %d", got, tc.dropped)
@@ -50,8 +50,8 @@ func TestRingExpireBefore(t *testing.T) {
 			if r.n != len(tc.entries)-tc.dropped || r.floor != uint64(tc.dropped) {
 				t.Errorf("%d held above floor %d, want %d above %d", r.n, r.floor, len(tc.entries)-tc.dropped, tc.dropped)
 			}
-			if r.bytes != int64(10*r.n) {
-				t.Errorf("%d bytes for %d entries of 10", r.bytes, r.n)
+			if want := heldBytes(r); r.bytes != want {
+				t.Errorf("%d bytes counted for %d entries of %d", r.bytes, r.n, want)
 			}
 		})
 	}

@@ -84,7 +84,7 @@ func (j *Journal) startWriter(lock *os.File, segments []segment, reserved uint64
 	}
 	if gap != nil {
 		w.segments[len(w.segments)-1].last = gap.To
-		j.ring.push(*gap, gapSize)
+		j.ring.pushGap(gap.From, gap.To)
 		j.next = gap.To + 1
 	}
 	w.headAt = j.next - 1
@@ -153,20 +153,22 @@ func (w *writer) startSegment(num uint64, c *checkpoint, more []byte, sync bool)
 
 // commit writes a batch numbered from j.next, with a reservation first if
 // it goes past the last one, and starts a new segment if this one is full.
-// The journal's pods already hold the batch's reports.
-func (w *writer) commit(j *Journal, events []pleg.Event, pods []pleg.PodReport) error {
+// The journal's pods already hold the batch's reports. It encodes the
+// events in e, whatever it returns.
+func (w *writer) commit(j *Journal, batch []pleg.Event, e *encoded, pods []pleg.PodReport) error {
+	events := len(batch)
 	first := j.next
-	last := first + uint64(len(events)) - 1
-	reserve := len(events) > 0 && last > w.reserved
+	last := first + uint64(events) - 1
+	reserve := events > 0 && last > w.reserved
 	buf := w.buf[:0]
 	if reserve {
 		buf = appendReserve(buf, last+reserveAhead)
 	}
-	buf = appendBatch(buf, first, events, pods)
+	buf = appendBatchEncoding(buf, first, batch, pods, e)
 	if cap(buf) <= maxKeptBuffer {
 		w.buf = buf
 	}
-	return w.writeBatch(j, buf, len(events) > 0, reserve, last)
+	return w.writeBatch(j, buf, events > 0, reserve, last)
 }
 
 // maxKeptBuffer bounds the buffer kept from one commit to the next: a
