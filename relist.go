@@ -247,6 +247,10 @@ func (g *Generator) list(
 	if pod != "" {
 		sf, cf = runtime.PodSandboxFilterForPod(pod), runtime.ContainerFilterForPod(pod)
 	}
+	// Sandboxes first, containers after, never together: a sandbox goes
+	// after its containers, so one the first list misses has none the
+	// second can find. Listed together, a pod's containers could outlive
+	// its sandbox in a relist, and its events come out of order.
 	sandboxes, err := g.rt.ListPodSandbox(ctx, sf)
 	if err != nil {
 		err = fmt.Errorf("listing pod sandboxes: %w", err)
