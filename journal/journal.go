@@ -179,6 +179,9 @@ type Journal struct {
 
 	stopSync chan struct{}
 	syncDone chan struct{}
+	// fsync syncs a segment for the sync loop: (*os.File).Sync, but in
+	// tests of a disk that fails.
+	fsync func(*os.File) error
 
 	stopBackground chan struct{}
 	backgroundDone chan struct{}
@@ -209,6 +212,7 @@ func Open(opts Options) (*Journal, error) {
 		pods:    make(map[string]pleg.PodReport),
 		grew:    make(chan struct{}),
 		runtime: opts.Runtime,
+		fsync:   (*os.File).Sync,
 	}
 	if opts.Dir == "" {
 		j.startFresh(j.nowSeq())
@@ -469,31 +473,47 @@ func (j *Journal) syncLoop() {
 			return
 		case <-t.C():
 		}
-		j.mu.Lock()
-		var f, head *os.File
-		var dir bool
-		last := j.next - 1
-		if j.w != nil && j.w.dirty {
-			f, head, dir, j.w.dirty, j.w.unsynced, j.w.dirUnsynced = j.w.seg, j.w.head, j.w.dirUnsynced, false, 0, false
-			j.w.headAt = max(j.w.headAt, last)
-		}
-		j.mu.Unlock()
-		// Outside the lock: a sync takes milliseconds, commits go on. A
-		// segment closed meanwhile was synced as it closed. The head
-		// follows what is synced: a store cut short by something else
-		// than a kill, past that, is told as a gap.
-		if f != nil {
-			err := f.Sync()
-			if err == nil && dir {
-				err = syncDir(j.opts.Dir)
-			}
-			if err == nil {
-				err = writeHead(head, last)
-			}
-			if err != nil && !errors.Is(err, os.ErrClosed) {
-				j.log.Warn("Syncing the journal failed", "dir", j.opts.Dir, "err", err)
-			}
-		}
+		j.syncWritten()
+	}
+}
+
+// syncWritten syncs what was written since the last sync, and the head
+// after it. A sync that fails leaves the journal in memory, as a write
+// that fails does: what it was to make durable may never reach the disk,
+// and a later sync would not say so (Linux drops the pages it could not
+// write back, and tells of it once).
+func (j *Journal) syncWritten() {
+	j.mu.Lock()
+	var f, head *os.File
+	var dir bool
+	last := j.next - 1
+	if j.w != nil && j.w.dirty {
+		f, head, dir, j.w.dirty, j.w.unsynced, j.w.dirUnsynced = j.w.seg, j.w.head, j.w.dirUnsynced, false, 0, false
+		j.w.headAt = max(j.w.headAt, last)
+	}
+	j.mu.Unlock()
+	if f == nil {
+		return
+	}
+	// Outside the lock: a sync takes milliseconds, commits go on. A
+	// segment closed meanwhile was synced as it closed. The head follows
+	// what is synced: a store cut short by something else than a kill,
+	// past that, is told as a gap.
+	err := j.fsync(f)
+	if err == nil && dir {
+		err = syncDir(j.opts.Dir)
+	}
+	if err == nil {
+		err = writeHead(head, last)
+	}
+	if err == nil || errors.Is(err, os.ErrClosed) {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.w != nil {
+		j.degrade(fmt.Errorf("syncing %s: %w", j.opts.Dir, err))
+		j.updateGauges()
 	}
 }
 

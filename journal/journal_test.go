@@ -5,6 +5,7 @@ package journal
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -581,5 +583,40 @@ func TestLargeCheckpointDoesNotRotateEveryCommit(t *testing.T) {
 	commit(t, j, 1, 5)
 	if n := len(e.segments()); n > before+1 {
 		t.Errorf("%d segments after 5 small commits, from %d: a checkpoint counts against its segment", n, before)
+	}
+}
+
+// A periodic sync that fails leaves the journal in memory, as a failed
+// write does: what it was to make durable may never reach the disk, and
+// a later sync would not tell. Readers lose nothing, and the next run
+// gives none of this run's numbers again.
+func TestFailedSyncLeavesTheJournalInMemory(t *testing.T) {
+	e := newEnv(t)
+	j := e.open()
+	commit(t, j, 0, 3)
+	j.fsync = func(*os.File) error { return syscall.EIO }
+	j.syncWritten()
+	s := j.Status()
+	if s.Persistent || !errors.Is(s.Degraded, syscall.EIO) {
+		t.Fatalf("status %+v, want degraded by the failed sync", s)
+	}
+	if testutil.ToFloat64(j.metrics.degraded) != 1 {
+		t.Error("pleg_journal_degraded is not 1")
+	}
+	if !strings.Contains(e.logs.String(), "cannot write to its directory") {
+		t.Errorf("nothing logged of it:\n%s", e.logs)
+	}
+	commit(t, j, 3, 2)
+	if got := readAll(j, 0); len(got) != 5 {
+		t.Errorf("readers get %s, want all 5 events", describe(got))
+	}
+	last := j.Last()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = e.open()
+	commit(t, j, 5, 1)
+	if j.Last() <= last {
+		t.Errorf("the next run numbered an event %d, given out already (up to %d)", j.Last(), last)
 	}
 }
