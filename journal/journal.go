@@ -150,6 +150,9 @@ type Journal struct {
 
 	mu   sync.Mutex
 	ring *ring
+	// copies are what reads copy entries out of the ring in, to decode
+	// them after the lock.
+	copies sync.Pool
 	// enc is the commit's events encoded, for the segment and the ring.
 	enc    encoded
 	origin uint64 // the first number this store gave out
@@ -349,8 +352,12 @@ func (j *Journal) Read(after uint64, limit int) ([]Entry, <-chan struct{}) {
 // ReadAppend is Read appending to dst[:0]: a reader of the whole journal
 // (GET /v1/history) reuses one batch's memory.
 func (j *Journal) ReadAppend(dst []Entry, after uint64, limit int) ([]Entry, <-chan struct{}) {
+	c, _ := j.copies.Get().(*copied)
+	if c == nil {
+		c = new(copied)
+	}
+	defer j.putCopied(c)
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	j.expire()
 	out := dst[:0]
 	floor := j.ring.floor
@@ -365,7 +372,18 @@ func (j *Journal) ReadAppend(dst []Entry, after uint64, limit int) ([]Entry, <-c
 		after = floor
 	}
 	j.grewHanded = true
-	return j.ring.appendAfter(out, after, limit-len(out)), j.grew
+	grew := j.grew
+	j.ring.copyAfter(c, after, limit-len(out))
+	j.mu.Unlock()
+	return c.appendTo(out), grew
+}
+
+// putCopied keeps c for the next read, unless a large read grew it.
+func (j *Journal) putCopied(c *copied) {
+	if cap(c.b) <= maxKeptBuffer {
+		clear(c.pods)
+		j.copies.Put(c)
+	}
 }
 
 // Floor returns the number of the last entry dropped to keep the

@@ -183,13 +183,24 @@ func (r *ring) entry(i int, pod *podNames) Entry {
 		return Entry{Seq: s.seq, Gap: true, From: s.from, To: s.seq}
 	}
 	c := r.arena.chunk(s.chunk)
+	b := c[s.off : s.off+s.size]
+	var p *podName
+	if b[1]&flagSamePod != 0 {
+		p = pod.at(c, s.chunk, s.anchor)
+	}
+	return decodeEvent(s, b, p)
+}
+
+// decodeEvent decodes the event of slot s, encoded as b, whose pod is p if
+// b refers back to it.
+func decodeEvent(s *slot, b []byte, p *podName) Entry {
 	// The event's observed time is in the slot: the one it may refer
 	// back to for it is equal.
 	prev := pleg.Event{Observed: fromUnixNano(s.observed)}
-	if c[s.off+1]&flagSamePod != 0 {
-		prev.PodUID, prev.PodName, prev.PodNamespace = pod.at(c, s.chunk, s.anchor)
+	if p != nil {
+		prev.PodUID, prev.PodName, prev.PodNamespace = p.uid, p.name, p.ns
 	}
-	d := decoder{b: c[s.off : s.off+s.size], version: formatVersion}
+	d := decoder{b: b, version: formatVersion}
 	ev := d.event(&prev)
 	if d.end() != nil {
 		// The ring holds what this process encoded: not reached but by
@@ -199,33 +210,87 @@ func (r *ring) entry(i int, pod *podNames) Entry {
 	return Entry{Seq: s.seq, Event: ev}
 }
 
+// podName is a pod as an event names it.
+type podName struct{ uid, name, ns string }
+
 // podNames is the pod an anchor names, decoded once for the events that
 // refer to it.
 type podNames struct {
-	chunk         uint64
-	anchor        uint32
-	ok            bool
-	uid, name, ns string
+	chunk  uint64
+	anchor uint32
+	ok     bool
+	pod    podName
 }
 
-func (p *podNames) at(c []byte, chunk uint64, anchor uint32) (uid, name, ns string) {
+func (p *podNames) at(c []byte, chunk uint64, anchor uint32) *podName {
 	if !p.ok || p.chunk != chunk || p.anchor != anchor {
 		d := decoder{b: c[anchor:], version: formatVersion}
 		d.byte() // its type
 		d.byte() // its flags, which do not refer back
-		*p = podNames{chunk: chunk, anchor: anchor, ok: true, uid: d.string(), name: d.string(), ns: d.string()}
+		*p = podNames{chunk: chunk, anchor: anchor, ok: true, pod: podName{d.string(), d.string(), d.string()}}
 	}
-	return p.uid, p.name, p.ns
+	return &p.pod
 }
 
 // appendAfter appends to dst up to limit entries numbered above seq,
 // oldest first.
 func (r *ring) appendAfter(dst []Entry, seq uint64, limit int) []Entry {
+	var c copied
+	r.copyAfter(&c, seq, limit)
+	return c.appendTo(dst)
+}
+
+// copied are entries copied out of the ring, to decode later: a reader
+// of thousands holds the journal's lock for their copy, not their
+// decoding, and the chunks they came from may be reused meanwhile.
+type copied struct {
+	// slots are the entries'; an event's off is in b, and its anchor,
+	// if it refers back to its pod, an index in pods.
+	slots []slot
+	b     []byte
+	pods  []podName
+}
+
+// copyAfter copies to c up to limit entries numbered above seq, oldest
+// first.
+func (r *ring) copyAfter(c *copied, seq uint64, limit int) {
+	clear(c.pods)
+	c.slots, c.b, c.pods = c.slots[:0], c.b[:0], c.pods[:0]
 	i := sort.Search(r.n, func(i int) bool { return r.at(i).seq > seq })
-	dst = slices.Grow(dst, max(min(limit, r.n-i), 0))
 	var pod podNames
 	for n := 0; i < r.n && n < limit; i, n = i+1, n+1 {
-		dst = append(dst, r.entry(i, &pod))
+		s := *r.at(i)
+		if !s.gap {
+			chunk := r.arena.chunk(s.chunk)
+			b := chunk[s.off : s.off+s.size]
+			if b[1]&flagSamePod != 0 {
+				if !pod.ok || pod.chunk != s.chunk || pod.anchor != s.anchor {
+					c.pods = append(c.pods, *pod.at(chunk, s.chunk, s.anchor))
+				}
+				s.anchor = uint32(len(c.pods) - 1)
+			}
+			s.off = uint32(len(c.b))
+			c.b = append(c.b, b...)
+		}
+		c.slots = append(c.slots, s)
+	}
+}
+
+// appendTo appends to dst the entries copied, decoded.
+func (c *copied) appendTo(dst []Entry) []Entry {
+	dst = slices.Grow(dst, len(c.slots))
+	for i := range c.slots {
+		s := &c.slots[i]
+		if s.gap {
+			dst = append(dst, Entry{Seq: s.seq, Gap: true, From: s.from, To: s.seq})
+			continue
+		}
+		b := c.b[s.off : s.off+s.size]
+		var p *podName
+		if b[1]&flagSamePod != 0 {
+			p = &c.pods[s.anchor]
+		}
+		dst = append(dst, decodeEvent(s, b, p))
 	}
 	return dst
 }

@@ -5,6 +5,7 @@ package journal
 
 import (
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -154,5 +155,53 @@ func TestEventCodes(t *testing.T) {
 	}
 	if got := eventCode(pleg.ContainerChanged); got != 0 {
 		t.Errorf("ContainerChanged, never delivered, encodes as %d", got)
+	}
+}
+
+// Reads decode beside commits that turn the history over, its chunks
+// reused: each reads what was committed under its number, whole.
+func TestReadsBesideCommits(t *testing.T) {
+	j, err := Open(Options{MaxEvents: 300, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = j.Close() }()
+	const commits = 2000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range commits {
+			// Batches of a pod's events, large enough to fill chunks.
+			events := manyPods(1, 40)
+			for k := range events {
+				events[k].ContainerID = fmt.Sprintf("c-%d-%d", i, k)
+			}
+			if err := j.Commit(events, nil); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var page []Entry
+	for after := uint64(0); ; {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		page, _ = j.ReadAppend(page, after, 100)
+		for _, e := range page {
+			if e.Gap {
+				continue
+			}
+			var i, k int
+			if _, err := fmt.Sscanf(e.Event.ContainerID, "c-%d-%d", &i, &k); err != nil || e.Event.PodUID != "uid-0" {
+				t.Fatalf("entry %d read as %+v", e.Seq, e.Event)
+			}
+			after = e.Seq
+		}
+		if len(page) > 0 {
+			after = page[len(page)-1].Seq
+		}
 	}
 }
