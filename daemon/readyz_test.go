@@ -100,13 +100,12 @@ func TestReadyzWithTheRuntimeDownFromTheStart(t *testing.T) {
 	d.Gen.Stop() // ends the hung inspection
 	rt.SetHang("c1", false)
 	d.Gen.Start()
-	eventually(t, "healthy once the runtime answers", func() bool {
-		code, _ := get(t, http.DefaultClient, base+"/healthz")
-		return code == 200
+	// Healthy comes with the lists, as the kubelet's relist time does;
+	// the cache is complete once the relist has written every pod, after.
+	eventually(t, "healthy, and the cache complete, once the runtime answers", func() bool {
+		code, body := get(t, http.DefaultClient, base+"/healthz?verbose")
+		return code == 200 && strings.Contains(body, "\ncache: complete as of ")
 	})
-	if _, body := get(t, http.DefaultClient, base+"/healthz?verbose"); !strings.Contains(body, "\ncache: complete as of ") {
-		t.Errorf("/healthz?verbose once the runtime answers:\n%s", body)
-	}
 }
 
 // gaugeValue is the value of d's gauge name, which has no labels.
