@@ -232,14 +232,6 @@ func (p *podNames) at(c []byte, chunk uint64, anchor uint32) *podName {
 	return &p.pod
 }
 
-// appendAfter appends to dst up to limit entries numbered above seq,
-// oldest first.
-func (r *ring) appendAfter(dst []Entry, seq uint64, limit int) []Entry {
-	var c copied
-	r.copyAfter(&c, seq, limit)
-	return c.appendTo(dst)
-}
-
 // copied are entries copied out of the ring, to decode later: a reader
 // of thousands holds the journal's lock for their copy, not their
 // decoding, and the chunks they came from may be reused meanwhile.

@@ -22,6 +22,14 @@ func push(r *ring, e Entry) {
 	r.pushBatch(e.Seq, []pleg.Event{e.Event})
 }
 
+// readRing reads up to limit entries numbered above seq, as a read of
+// the journal does.
+func readRing(r *ring, seq uint64, limit int) []Entry {
+	var c copied
+	r.copyAfter(&c, seq, limit)
+	return c.appendTo(nil)
+}
+
 // heldBytes is what the entries held count against the byte bound.
 func heldBytes(r *ring) int64 {
 	var n int64
@@ -73,12 +81,12 @@ func TestRingGivesBackWhatWasPushed(t *testing.T) {
 	want = append(want, Entry{Seq: 14, Event: alone})
 	want = normalizedEntries(want)
 	for after := range uint64(len(want)) {
-		got := normalizedEntries(r.appendAfter(nil, after, 100))
+		got := normalizedEntries(readRing(r, after, 100))
 		if !reflect.DeepEqual(got, want[after:]) {
 			t.Fatalf("after %d:\n got  %+v\n want %+v", after, got, want[after:])
 		}
 	}
-	if got := r.appendAfter(nil, 5, 2); len(got) != 2 || got[0].Seq != 6 || got[1].Event.PodUID != "pod-1" {
+	if got := readRing(r, 5, 2); len(got) != 2 || got[0].Seq != 6 || got[1].Event.PodUID != "pod-1" {
 		t.Errorf("2 after 5: %+v, want 6 and 7 of pod-1", got)
 	}
 	if r.bytes != heldBytes(r) {
@@ -99,7 +107,7 @@ func TestRingArenaTurnsOver(t *testing.T) {
 	if len(r.arena.chunks) > 2 {
 		t.Errorf("%d chunks held for 1,000 events of under 100 bytes", len(r.arena.chunks))
 	}
-	got := r.appendAfter(nil, 0, 2000)
+	got := readRing(r, 0, 2000)
 	if len(got) != 1000 || got[0].Seq != seq-1000 || got[999].Event.ContainerID != fmt.Sprintf("c-%d", seq-1) {
 		t.Fatalf("read %d entries from %d, want 1000 from %d", len(got), got[0].Seq, seq-1000)
 	}
@@ -115,11 +123,11 @@ func TestRingArenaTurnsOver(t *testing.T) {
 	if c := r.arena.chunks[len(r.arena.chunks)-1]; len(c) <= chunkSize {
 		t.Errorf("a commit of %d bytes went in a chunk of %d", 2*chunkSize, len(c))
 	}
-	if got := r.appendAfter(nil, seq-1, 1); len(got) != 1 || got[0].Event.Message != big[0].Message {
+	if got := readRing(r, seq-1, 1); len(got) != 1 || got[0].Event.Message != big[0].Message {
 		t.Errorf("the large commit read back as %d entries", len(got))
 	}
 	r.pushBatch(seq+1, manyPods(1, 1))
-	if got := r.appendAfter(nil, seq, 1); len(got) != 1 || got[0].Seq != seq+1 || got[0].Event.PodUID != "uid-0" {
+	if got := readRing(r, seq, 1); len(got) != 1 || got[0].Seq != seq+1 || got[0].Event.PodUID != "uid-0" {
 		t.Errorf("after the large commit: %+v", got)
 	}
 }
