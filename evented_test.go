@@ -208,9 +208,11 @@ func TestShortLivedContainer(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEventedEnvWith(t, path.opt, webPod(ctr("c1", running)))
 				e.settle()
-				// The relist the first hint triggers lists for a second:
-				// the container lives and goes meanwhile.
+				// A relist of web lists for a second, its containers
+				// listed first: the container lives and goes meanwhile.
 				e.rt.SetLatency(runtime.OpListPodSandbox, time.Second)
+				e.g.RequestRelist("web")
+				synctest.Wait()
 				p := webPod()
 				e.rt.AddContainer(p, fakeruntime.Container{ID: "job", Name: "job", State: running})
 				e.emit("web", "job", evCreated)

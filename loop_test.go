@@ -230,12 +230,12 @@ func TestStartStop(t *testing.T) {
 		g.Start()
 		g.Start() // no second loop
 		synctest.Wait()
-		if n := rt.Calls(runtime.OpListContainers); n != 1 {
+		if n := rt.Calls(runtime.OpListPodSandbox); n != 1 {
 			t.Fatalf("%d relists at start, want 1", n)
 		}
 		time.Sleep(loopPeriod)
 		synctest.Wait()
-		if n := rt.Calls(runtime.OpListContainers); n != 2 {
+		if n := rt.Calls(runtime.OpListPodSandbox); n != 2 {
 			t.Fatalf("%d relists after one period, want 2", n)
 		}
 
@@ -252,12 +252,12 @@ func TestStartStop(t *testing.T) {
 		rt.SetLatency(runtime.OpListContainers, 0)
 		rt.ResetCalls()
 		time.Sleep(time.Hour)
-		if n := rt.Calls(runtime.OpListContainers); n != 0 {
+		if n := rt.Calls(runtime.OpListPodSandbox); n != 0 {
 			t.Errorf("%d relists while stopped", n)
 		}
 		g.Start()
 		synctest.Wait()
-		if n := rt.Calls(runtime.OpListContainers); n != 1 {
+		if n := rt.Calls(runtime.OpListPodSandbox); n != 1 {
 			t.Errorf("%d relists after a restart, want 1", n)
 		}
 		g.Stop()

@@ -247,19 +247,8 @@ func (g *Generator) list(
 	if pod != "" {
 		sf, cf = runtime.PodSandboxFilterForPod(pod), runtime.ContainerFilterForPod(pod)
 	}
-	// Sandboxes first, containers after, never together: a sandbox goes
-	// after its containers, so one the first list misses has none the
-	// second can find. Listed together, a pod's containers could outlive
-	// its sandbox in a relist, and its events come out of order.
-	sandboxes, err := g.rt.ListPodSandbox(ctx, sf)
+	sandboxes, containers, err := g.listBoth(ctx, sf, cf)
 	if err != nil {
-		err = fmt.Errorf("listing pod sandboxes: %w", err)
-		g.listFailed(ctx, start, pod, err)
-		return nil, nil, err
-	}
-	containers, err := g.rt.ListContainers(ctx, cf)
-	if err != nil {
-		err = fmt.Errorf("listing containers: %w", err)
 		g.listFailed(ctx, start, pod, err)
 		return nil, nil, err
 	}
@@ -272,6 +261,57 @@ func (g *Generator) list(
 		}
 	}
 	return sandboxes, containers, nil
+}
+
+// listBoth lists sandboxes and containers at once, as if the sandboxes
+// were listed first. Order matters: a sandbox is removed after its
+// containers, so a sandbox list made first misses no sandbox a container
+// of the list after it needs. Made together, the container list may be the
+// older one and hold a container whose sandbox, removed meanwhile, the
+// sandbox list no longer has: its pod's removal would come out of order.
+// Such a container is the one sign of it, and the containers are then
+// listed again, after the sandboxes. A new pod's container can look the
+// same (its sandbox made after the sandbox list): listing again then costs
+// one list, and is as right as the first.
+func (g *Generator) listBoth(
+	ctx context.Context,
+	sf *runtimeapi.PodSandboxFilter,
+	cf *runtimeapi.ContainerFilter,
+) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
+	var sandboxes []*runtimeapi.PodSandbox
+	var serr error
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		sandboxes, serr = g.rt.ListPodSandbox(ctx, sf)
+	}()
+	containers, cerr := g.rt.ListContainers(ctx, cf)
+	<-listed
+	if serr != nil {
+		return nil, nil, fmt.Errorf("listing pod sandboxes: %w", serr)
+	}
+	if cerr == nil && withoutSandbox(sandboxes, containers) {
+		containers, cerr = g.rt.ListContainers(ctx, cf)
+	}
+	if cerr != nil {
+		return nil, nil, fmt.Errorf("listing containers: %w", cerr)
+	}
+	return sandboxes, containers, nil
+}
+
+// withoutSandbox reports whether a container's sandbox is not among
+// sandboxes.
+func withoutSandbox(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) bool {
+	ids := make(map[string]struct{}, len(sandboxes))
+	for _, sb := range sandboxes {
+		ids[sb.GetId()] = struct{}{}
+	}
+	for _, c := range containers {
+		if _, ok := ids[c.GetPodSandboxId()]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // listFailed records and logs a failed list, unless ctx ended.
