@@ -39,7 +39,7 @@ OTEL_TEST_MODULE = test/otel
 # that neither the product's go.mod nor tools/go.mod takes them.
 IMAGE_MODULE = hack/image
 
-# The end-to-end tests build and start their runtimes (internal/runtimetest):
+# The end-to-end tests build and start their runtimes (internal/testing/runtimetest):
 # the first run builds containerd and CRI-O into $(PLEG_CACHE_DIR), or
 # ~/.cache/pleg, which takes minutes.
 TEST_TIMEOUT ?= 40m
@@ -62,7 +62,7 @@ test: check
 ## test-matrix: the runtime harness and end-to-end tests against every
 ## containerd line in the field (1.7, 2.0, 2.1, 2.2, 2.3, 2.4) and CRI-O
 test-matrix:
-	PLEG_CONTAINERD_VERSIONS=all $(GO) test -race -count=1 -timeout 90m ./internal/runtimetest/ ./test/e2e/
+	PLEG_CONTAINERD_VERSIONS=all $(GO) test -race -count=1 -timeout 90m ./internal/testing/runtimetest/ ./test/e2e/
 
 ## build: ./pleg, with the version `git describe` gives (the tag, or the
 ## tag and the commits since, or the commit alone; -dirty for local

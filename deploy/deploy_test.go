@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/plegkit/pleg"
-	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/internal/testing/promtest"
 	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"

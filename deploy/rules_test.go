@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/internal/testing/promtest"
 )
 
 // rulesDir holds the rule file (the chart's rules rendered with its
@@ -21,7 +21,7 @@ import (
 const rulesDir = "prometheus"
 
 // TestRulesWithPromtool checks the rule file with promtool, built from
-// Prometheus' module (internal/promtest), and runs its unit tests,
+// Prometheus' module (internal/testing/promtest), and runs its unit tests,
 // prometheus/prometheus-rules.test.yaml.
 func TestRulesWithPromtool(t *testing.T) {
 	bin := promtest.Require(t)

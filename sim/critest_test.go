@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
 
 // critestNodes is how many specs critest runs at once: ten of the specs

@@ -8,7 +8,7 @@ package main
 import (
 	"os"
 
-	"github.com/plegkit/pleg/internal/cli"
+	"github.com/plegkit/pleg/cmd/pleg/app"
 )
 
-func main() { os.Exit(cli.Execute()) }
+func main() { os.Exit(app.Execute()) }

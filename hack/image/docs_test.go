@@ -17,11 +17,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/plegkit/pleg/internal/doccmd"
+	"github.com/plegkit/pleg/internal/testing/doccmd"
 )
 
 // TestDocCommands runs the commands of README.md and docs/ that are
-// hack/image's (internal/doccmd.Assignments) as they are written, in
+// hack/image's (internal/testing/doccmd.Assignments) as they are written, in
 // order, from the repository's root: make image, then crane (this
 // module's tool) pushing the layout it wrote, to a registry on loopback
 // in place of registry.example. What arrives is the index make image

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plegkit/pleg/internal/doccmd"
+	"github.com/plegkit/pleg/internal/testing/doccmd"
 )
 
 // TestDocCommands runs every helm install of README.md and docs/ (their
-// assignment in internal/doccmd) as written, from the repository's root,
+// assignment in internal/testing/doccmd) as written, from the repository's root,
 // with helm's --dry-run=client: the chart renders with those values and
 // its schema accepts them, without a cluster. test/kube/node installs the
 // chart for real.

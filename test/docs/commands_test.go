@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plegkit/pleg/internal/doccmd"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/doccmd"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
 
 // simSocket is the socket the docs serve the simulator on, and
@@ -31,7 +31,7 @@ const (
 )
 
 // TestDocCommands runs the commands of README.md and docs/ that are
-// test/docs' (internal/doccmd.Assignments) as they are written, the
+// test/docs' (internal/testing/doccmd.Assignments) as they are written, the
 // commands of one block in order, in bash, with a pleg built from this
 // tree first on PATH. What it changes, and why:
 //   - /tmp/sim.sock is a socket of the block's, so that runs do not meet;

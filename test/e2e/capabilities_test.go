@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plegkit/pleg"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/cri"
 )

@@ -23,7 +23,7 @@ import (
 
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/api/client"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
 
 // plegBinary builds cmd/pleg once for the package's tests, into the

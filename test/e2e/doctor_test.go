@@ -11,7 +11,7 @@ import (
 
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/render"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/runtime/cri"
 )
 

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package e2e runs the generator over the CRI adapter against real,
-// private runtimes started by internal/runtimetest: each test runs once
+// private runtimes started by internal/testing/runtimetest: each test runs once
 // for every runtime of the matrix (runtimetest.Matrix: by default the
 // oldest and newest supported containerd and CRI-O with pod events on and
 // off), in a subtest named after it, e.g.
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/plegkit/pleg"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime/cri"
 )

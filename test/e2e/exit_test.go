@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/plegkit/pleg"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
 
 // event returns the first event of type typ of pod uid about id.

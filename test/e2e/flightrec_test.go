@@ -22,7 +22,7 @@ import (
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/doctor/render"
 	"github.com/plegkit/pleg/flightrec"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
 
 // onEachContainerd runs f against a private instance of each containerd

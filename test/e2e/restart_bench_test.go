@@ -25,7 +25,7 @@ import (
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/daemon"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/runtime/cri"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )

@@ -22,7 +22,7 @@ import (
 
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/api/client"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
 
 // follower follows a daemon's /v1/events across its restarts, as a client

@@ -12,7 +12,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/internal/trace"
 )
 

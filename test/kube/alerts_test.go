@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/internal/testing/promtest"
 	"github.com/plegkit/pleg/sim"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )

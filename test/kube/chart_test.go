@@ -33,7 +33,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
-	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/internal/testing/promtest"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )
 

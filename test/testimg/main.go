@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command testimg is the only program in the test image used by the
-// project's end-to-end tests (see package internal/runtimetest). It is built
+// project's end-to-end tests (see package internal/testing/runtimetest). It is built
 // as a static binary (CGO_ENABLED=0) and placed at /testimg in an image whose
 // entrypoint is ["/testimg"] and whose default command is ["pause"].
 //

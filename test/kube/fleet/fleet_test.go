@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/internal/testing/promtest"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/internal/testing/promtest"
 )
 
 // fleetLabel marks the Node objects of one fleet, by its size.

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
-	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/internal/testing/promtest"
 )
 
 // scrapeJob is the job Prometheus scrapes the fleet's daemons as; each

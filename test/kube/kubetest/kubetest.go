@@ -35,7 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/plegkit/pleg/internal/cachelock"
+	"github.com/plegkit/pleg/internal/testing/cachelock"
 )
 
 // The tools' packages, as this module's go.mod names them.
@@ -126,7 +126,7 @@ func build(ctx context.Context, logf func(string, ...any), pkgs map[string]*stri
 	if err != nil {
 		return err
 	}
-	// The runtime harness's rule (internal/runtimetest.CacheDir, which this
+	// The runtime harness's rule (internal/testing/runtimetest.CacheDir, which this
 	// module cannot import): the servers are built once per machine, not
 	// once per clone.
 	cache := os.Getenv("PLEG_CACHE_DIR")

@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
 
 // NodeBinaries are what a cluster adds to the API server: the controller

@@ -22,8 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/plegkit/pleg/internal/cachelock"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/cachelock"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )
 

@@ -27,7 +27,7 @@ import (
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/api/client"
 	"github.com/plegkit/pleg/daemon"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/runtime/cri"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )

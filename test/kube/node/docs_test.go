@@ -14,11 +14,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/plegkit/pleg/internal/doccmd"
+	"github.com/plegkit/pleg/internal/testing/doccmd"
 )
 
 // docCommands are the commands of README.md and docs/ that this node runs
-// (internal/doccmd.Assignments: kubectl, helm uninstall, ctr, make image
+// (internal/testing/doccmd.Assignments: kubectl, helm uninstall, ctr, make image
 // for the node), each step taking those of the blocks it names, and a last
 // check that every one was run.
 type docCommands struct {

@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/plegkit/pleg/api"
-	"github.com/plegkit/pleg/internal/runtimetest"
+	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )
 
@@ -75,7 +75,7 @@ func TestNode(t *testing.T) {
 	}
 	// Every command of the docs assigned to this node was run by a step.
 	for _, left := range docs.left() {
-		t.Errorf("%s: test/kube/node runs it (internal/doccmd), but no step did", left)
+		t.Errorf("%s: test/kube/node runs it (internal/testing/doccmd), but no step did", left)
 	}
 }
 

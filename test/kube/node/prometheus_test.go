@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/plegkit/pleg/internal/promtest"
+	"github.com/plegkit/pleg/internal/testing/promtest"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )
 
