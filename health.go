@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/plegkit/pleg/internal/stream"
 )
 
@@ -113,6 +116,14 @@ type PodFailure struct {
 	Deadline bool
 	// Err is the latest inspection's error.
 	Err error
+}
+
+// Hung tells a pod whose status calls do not answer: its inspection passed
+// the generator's deadline, or a call passed its own (the runtime client's
+// request timeout, when that is the shorter). The kubelet, which waits two
+// minutes for each such call in its relist, is then at risk.
+func (f PodFailure) Hung() bool {
+	return f.Deadline || status.Code(f.Err) == codes.DeadlineExceeded
 }
 
 // health is what relisting tells the rest of the program about itself.

@@ -35,6 +35,7 @@ import (
 	"github.com/plegkit/pleg/otlpexport"
 	"github.com/plegkit/pleg/podcache"
 	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/runtimecheck"
 )
 
 // Defaults of Config.
@@ -127,6 +128,9 @@ type Daemon struct {
 	// Recorder is the flight recorder, or nil when it is off.
 	Recorder *flightrec.Recorder
 	exporter *otlpexport.Exporter
+	// check asks for the runtime's Status as the kubelet does; nil for a
+	// runtime without Status.
+	check *runtimecheck.Check
 }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
@@ -203,21 +207,28 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	cfg := d.cfg
 	opts := cfg.Generator
 	opts.Cache, opts.Store, opts.Registerer, opts.Logger = d.Cache, d.Journal, d.Registry, cfg.Logger
-	calls := flightCalls(cfg)
-	gen, err := pleg.New(runtime.Instrument(wrapForRecorder(cfg.Runtime, calls), ops), opts)
+	calls, recorded := flightCalls(cfg)
+	gen, err := pleg.New(runtime.Instrument(calls.Wrap(cfg.Runtime), ops), opts)
 	if err != nil {
 		return err
 	}
-	if d.Recorder, err = newFlightRecorder(cfg, calls, gen, d.Registry); err != nil {
+	if d.Recorder, err = newFlightRecorder(cfg, recorded, gen, d.Registry); err != nil {
 		return err
 	}
-	kube, err := newKubeReporter(cfg, gen, d.Registry)
+	if d.check, err = newRuntimeCheck(cfg, ops); err != nil {
+		return err
+	}
+	view := runtimeView{gen: gen, calls: calls, check: d.check}
+	kube, err := newKubeReporter(cfg, gen, view, d.Registry)
 	if err != nil {
 		return err
 	}
 	d.Gen, d.kube = gen, kube
 	checks := []pleg.HealthCheck{gen.HealthCheck()}
 	if err := registerHealthMetrics(d.Registry, checks, gen); err != nil {
+		return err
+	}
+	if err := d.Registry.Register(newUnansweredGauge(view)); err != nil {
 		return err
 	}
 	cache := d.Cache
@@ -427,6 +438,7 @@ const shutdownTimeout = api.DefaultWriteTimeout + 5*time.Second
 // returns nil after a clean stop.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.Gen.Start()
+	stopCheck := startRuntimeCheck(d.check)
 	stopKube := startKube(d.kube, d.cfg.Logger)
 	stopVersion := d.startVersionWatch()
 	stopRecorder := startRecorder(d.Recorder, d.cfg.Logger)
@@ -477,6 +489,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = s.lis.Close()
 	}
 	stopKube()
+	stopCheck()
 	stopVersion()
 	stopRecorder()
 	d.Gen.Stop()

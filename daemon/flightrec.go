@@ -14,7 +14,6 @@ import (
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/flightrec"
-	"github.com/plegkit/pleg/runtime"
 )
 
 // FlightRecorder configures the flight recorder (package flightrec),
@@ -40,18 +39,21 @@ type FlightRecorder struct {
 	KernelLog bool
 }
 
-// flightCalls returns the tracker of the generator's CRI calls when the
-// recorder will run, else nil.
-func flightCalls(cfg Config) *flightrec.Calls {
+// flightCalls returns the tracker of the generator's CRI calls. It runs
+// whether or not the recorder does: the runtime's unanswered calls are
+// what pleg_runtime_unanswered_since_timestamp_seconds, and so the
+// earliest page, read. The recorder is told nil when it will not run.
+func flightCalls(cfg Config) (calls, forRecorder *flightrec.Calls) {
+	calls = flightrec.NewCalls(nil)
 	if !cfg.FlightRecorder.Enabled {
-		return nil
+		return calls, nil
 	}
 	if cfg.StateDir == "" {
 		cfg.Logger.Info("The flight recorder is off: it keeps its recordings in the state directory, and pleg runs " +
 			"without --state-dir")
-		return nil
+		return calls, nil
 	}
-	return flightrec.NewCalls(nil)
+	return calls, calls
 }
 
 // newFlightRecorder assembles the recorder over the generator and the
@@ -111,14 +113,6 @@ func conditionOn(g prometheus.Gatherer) bool {
 		}
 	}
 	return false
-}
-
-// wrapForRecorder tracks the generator's calls when calls is set.
-func wrapForRecorder(rt runtime.Runtime, calls *flightrec.Calls) runtime.Runtime {
-	if calls == nil {
-		return rt
-	}
-	return calls.Wrap(rt)
 }
 
 // recordings is what the API serves of the recorder: nil, untyped, when

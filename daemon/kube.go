@@ -17,7 +17,8 @@ import (
 // newKubeReporter returns the reporter into the Kubernetes API that
 // cfg.Kube asks for, or nil. It reads the generator's status and, when the
 // runtime tells them, its list sizes; its counter joins reg.
-func newKubeReporter(cfg Config, gen *pleg.Generator, reg prometheus.Registerer) (*kubereport.Reporter, error) {
+func newKubeReporter(cfg Config, gen *pleg.Generator, rt kubereport.RuntimeState, reg prometheus.Registerer,
+) (*kubereport.Reporter, error) {
 	if cfg.Kube == nil {
 		return nil, nil
 	}
@@ -26,6 +27,9 @@ func newKubeReporter(cfg Config, gen *pleg.Generator, reg prometheus.Registerer)
 	kc.Registerer = reg
 	if sizes, ok := cfg.Runtime.(runtime.ListSizer); ok && kc.Sizes == nil {
 		kc.Sizes = sizes
+	}
+	if kc.Runtime == nil {
+		kc.Runtime = rt
 	}
 	return kubereport.New(gen, kc)
 }

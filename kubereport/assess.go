@@ -4,6 +4,7 @@
 package kubereport
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/runtimecheck"
 )
 
 // ConditionType is the node condition pleg owns. It follows
@@ -32,6 +34,7 @@ const ConditionType corev1.NodeConditionType = "PLEGDegraded"
 const (
 	ReasonHealthy             = "PLEGIsHealthy"
 	ReasonRuntimeUnreachable  = "RuntimeUnreachable"
+	ReasonRuntimeNotReady     = "RuntimeNotReady"
 	ReasonListTooLarge        = "ListTooLarge"
 	ReasonRelistFailing       = "RelistFailing"
 	ReasonRelistOverThreshold = "RelistOverThreshold"
@@ -80,17 +83,34 @@ type cause struct {
 	reason, message string
 }
 
-// assess turns the generator's status into the condition. A list failure
+// observed is what one look shows: the generator's status, the runtime
+// check's state (zero without a check) and the sizes of the runtime's
+// whole-node lists.
+type observed struct {
+	status  pleg.Status
+	runtime runtimecheck.State
+	sizes   runtime.ListSizes
+}
+
+// assess turns what was observed into the condition. A list failure
 // counts once it has lasted grace (a runtime restart takes a few seconds
-// and puts no node at risk); a relist counts from half the threshold;
-// a pod from the first inspection that passed its deadline, since the
-// kubelet, which waits two minutes for each such call, is then at risk.
-// known is false before pleg has anything to say: no relist succeeded
-// yet and nothing failed.
-func assess(st pleg.Status, sizes runtime.ListSizes, now time.Time, grace time.Duration) (v verdict, known bool) {
+// and puts no node at risk); a runtime call without an answer from
+// runtimecheck.Unanswered, as the PlegRuntimeNotAnswering alert; a relist
+// from half the threshold; a pod from the first inspection that passed
+// its deadline, since the kubelet, which waits two minutes for each such
+// call, is then at risk. known is false before pleg has anything to say:
+// no relist succeeded yet and nothing failed.
+func assess(o observed, now time.Time, grace time.Duration) (v verdict, known bool) {
+	st := o.status
 	var causes []cause
 	if !st.ListFailingSince.IsZero() && now.Sub(st.ListFailingSince) >= grace {
 		causes = append(causes, listFailure(st.ListError, st.ListFailingSince))
+	}
+	if c, ok := notAnswering(o.runtime, now); ok && (len(causes) == 0 || causes[0].reason != c.reason) {
+		causes = append(causes, c)
+	}
+	if c, ok := runtimeNotReady(o.runtime); ok {
+		causes = append(causes, c)
 	}
 	if c, ok := relistAge(st, now); ok {
 		causes = append(causes, c)
@@ -98,7 +118,7 @@ func assess(st pleg.Status, sizes runtime.ListSizes, now time.Time, grace time.D
 	if c, ok := hungPods(st.FailingPods); ok {
 		causes = append(causes, c)
 	}
-	if c, ok := listSize(sizes); ok {
+	if c, ok := listSize(o.sizes); ok {
 		causes = append(causes, c)
 	}
 	if len(causes) == 0 {
@@ -119,6 +139,34 @@ func assess(st pleg.Status, sizes runtime.ListSizes, now time.Time, grace time.D
 		v.message += " (also " + strings.Join(also, ", ") + ")"
 	}
 	return v, true
+}
+
+// notAnswering reports a runtime that has gone runtimecheck.Unanswered
+// without answering pleg's node-wide calls: its Status, asked as the
+// kubelet asks it, or the whole-node lists. The kubelet's own runtime
+// check waits on the same runtime: it turns the node NotReady a little
+// over two minutes after such a hang began.
+func notAnswering(rs runtimecheck.State, now time.Time) (cause, bool) {
+	bad, since := rs.NotAnswering(now)
+	if !bad {
+		return cause{}, false
+	}
+	msg := fmt.Sprintf("the container runtime has not answered pleg's Status or list calls since %s", stamp(since))
+	if rs.Err != nil {
+		msg += ": " + oneLine(rs.Err)
+	}
+	return cause{ReasonRuntimeUnreachable, msg + "; the kubelet's runtime check and relist wait on it too"}, true
+}
+
+// runtimeNotReady reports a runtime that answers, and says itself not
+// ready: the kubelet turns the node NotReady for it.
+func runtimeNotReady(rs runtimecheck.State) (cause, bool) {
+	c, ok := rs.NotReady()
+	if !ok {
+		return cause{}, false
+	}
+	return cause{ReasonRuntimeNotReady, fmt.Sprintf("the runtime reports %s=false, reason %q: %s; the kubelet marks the "+
+		"node NotReady for it", c.Type, c.Reason, oneLine(errors.New(c.Message)))}, true
 }
 
 // listFailure names why the runtime's lists fail.
@@ -182,7 +230,7 @@ func relistAge(st pleg.Status, now time.Time) (cause, bool) {
 func hungPods(failing []pleg.PodFailure) (cause, bool) {
 	var hung []pleg.PodFailure
 	for _, f := range failing {
-		if isHung(f) {
+		if f.Hung() {
 			hung = append(hung, f)
 		}
 	}
@@ -217,13 +265,6 @@ func listSize(s runtime.ListSizes) (cause, bool) {
 	return cause{ReasonListNearSizeLimit, fmt.Sprintf("the %s answer is %s, %d%% of %s %s limit; past it every relist "+
 		"fails",
 		op, mib(size), 100*size/limit, whose, mib(limit))}, true
-}
-
-// isHung tells a pod whose status calls do not answer: its inspection
-// passed pleg's deadline, or a call passed its own (the runtime client's
-// request timeout, when that is the shorter).
-func isHung(f pleg.PodFailure) bool {
-	return f.Deadline || status.Code(f.Err) == codes.DeadlineExceeded
 }
 
 func podName(f pleg.PodFailure) string {

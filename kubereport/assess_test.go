@@ -15,6 +15,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/runtimecheck"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -34,10 +35,13 @@ func TestAssess(t *testing.T) {
 		name   string
 		status func(*pleg.Status)
 		sizes  runtime.ListSizes
-		known  bool
-		reason string
-		// message holds these, in order
+		// runtime is the runtime check's state.
+		runtime runtimecheck.State
+		known   bool
+		reason  string
+		// message holds these, in order, and none of without
 		message []string
+		without []string
 	}{
 		{
 			name:   "before the first relist",
@@ -84,6 +88,42 @@ func TestAssess(t *testing.T) {
 				s.ListFailingSince, s.ListError = t0.Add(-time.Minute), errors.New("boom\nwith a second line")
 			},
 			known: true, reason: ReasonRelistFailing, message: []string{"the runtime's lists fail since 2026-11-23T11:59:00Z: boom with a second line"},
+		},
+		{
+			name:    "the runtime's Status unanswered for runtimecheck.Unanswered",
+			runtime: runtimecheck.State{UnansweredSince: t0.Add(-runtimecheck.Unanswered), InFlight: true},
+			known:   true, reason: ReasonRuntimeUnreachable,
+			message: []string{"has not answered pleg's Status or list calls since 2026-11-23T11:59:40Z", "the kubelet's runtime check"},
+		},
+		{
+			name:    "the runtime's Status unanswered for less",
+			runtime: runtimecheck.State{UnansweredSince: t0.Add(-runtimecheck.Unanswered + time.Second), InFlight: true},
+			known:   true, reason: ReasonHealthy,
+		},
+		{
+			name:    "the runtime's Status failing, with its error",
+			runtime: runtimecheck.State{UnansweredSince: t0.Add(-time.Minute), Err: status.Error(codes.DeadlineExceeded, "context deadline exceeded")},
+			known:   true, reason: ReasonRuntimeUnreachable,
+			message: []string{"since 2026-11-23T11:59:00Z: rpc error: code = DeadlineExceeded"},
+		},
+		{
+			name: "lists failing and Status unanswered: one cause, named once",
+			status: func(s *pleg.Status) {
+				s.ListFailingSince, s.ListError = t0.Add(-time.Minute), down
+			},
+			runtime: runtimecheck.State{UnansweredSince: t0.Add(-time.Minute), Err: down},
+			known:   true, reason: ReasonRuntimeUnreachable,
+			message: []string{"does not answer since"},
+			without: []string{"also"},
+		},
+		{
+			name: "the runtime says it is not ready",
+			runtime: runtimecheck.State{Conditions: []runtimecheck.Condition{
+				{Type: "RuntimeReady", Status: true},
+				{Type: "NetworkReady", Status: false, Reason: "NetworkPluginNotReady", Message: "cni config uninitialized"},
+			}},
+			known: true, reason: ReasonRuntimeNotReady,
+			message: []string{`NetworkReady=false, reason "NetworkPluginNotReady": cni config uninitialized`},
 		},
 		{
 			name:   "a relist over half the threshold",
@@ -196,7 +236,7 @@ func TestAssess(t *testing.T) {
 			if tt.status != nil {
 				tt.status(&st)
 			}
-			v, known := assess(st, tt.sizes, t0, DefaultGrace)
+			v, known := assess(observed{status: st, runtime: tt.runtime, sizes: tt.sizes}, t0, DefaultGrace)
 			if known != tt.known {
 				t.Fatalf("known = %v, want %v (%+v)", known, tt.known, v)
 			}
@@ -205,6 +245,11 @@ func TestAssess(t *testing.T) {
 			}
 			if v.reason != tt.reason || v.degraded != (tt.reason != ReasonHealthy) {
 				t.Errorf("verdict %+v, want reason %s", v, tt.reason)
+			}
+			for _, w := range tt.without {
+				if strings.Contains(v.message, w) {
+					t.Errorf("message %q holds %q", v.message, w)
+				}
 			}
 			rest := v.message
 			for _, part := range tt.message {

@@ -160,7 +160,7 @@ func (n *notices) failingPods(out []event, st pleg.Status, now time.Time) []even
 			Name:       f.Name,
 			UID:        types.UID(f.UID),
 		}
-		hung := isHung(f)
+		hung := f.Hung()
 		switch {
 		case hung && !told.hung:
 			told.hung = true

@@ -46,6 +46,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/runtime"
+	"github.com/plegkit/pleg/runtimecheck"
 )
 
 // Component is the reporting controller of pleg's events, and the field
@@ -92,6 +93,11 @@ type Source interface {
 	Status() pleg.Status
 }
 
+// RuntimeState is the runtime check's state; *runtimecheck.Check is one.
+type RuntimeState interface {
+	State() runtimecheck.State
+}
+
 // Client is the part of the Kubernetes API the reporter writes to; a
 // kubernetes.Interface is one, and so is NewClient's.
 type Client interface {
@@ -107,6 +113,9 @@ type Config struct {
 	// Sizes, if set, tells the sizes of the runtime's whole-node lists
 	// (the CRI adapter does).
 	Sizes runtime.ListSizer
+	// Runtime, if set, tells how the runtime answers its Status, asked
+	// as the kubelet asks it (runtimecheck.Check).
+	Runtime RuntimeState
 	// Clock, Logger and Registerer default to the real clock,
 	// slog.Default() and none.
 	Clock      clock.WithTicker
@@ -321,7 +330,11 @@ func (r *Reporter) observe(recorder events.EventRecorder, now time.Time) {
 	if r.cfg.Sizes != nil {
 		sizes = r.cfg.Sizes.ListSizes()
 	}
-	if v, known := assess(st, sizes, now, r.cfg.Grace); known {
+	var rs runtimecheck.State
+	if r.cfg.Runtime != nil {
+		rs = r.cfg.Runtime.State()
+	}
+	if v, known := assess(observed{status: st, runtime: rs, sizes: sizes}, now, r.cfg.Grace); known {
 		r.writer.set(v, now)
 	}
 	for _, e := range r.notices.next(st, now) {
