@@ -284,11 +284,15 @@ func TestRulesFollowValues(t *testing.T) {
 				if !strings.HasSuffix(strings.TrimSpace(rule.Expr), ">= 60") {
 					t.Errorf("PlegRelistSlow: %q, want a quarter of 240 s", rule.Expr)
 				}
+			case "PlegRelistNearThreshold":
+				if !strings.HasSuffix(strings.TrimSpace(rule.Expr), "> 120") {
+					t.Errorf("PlegRelistNearThreshold: %q, want half of 240 s", rule.Expr)
+				}
 			}
 		}
 	}
-	if alerts["PlegDown"] != 0 || alerts["PlegNotHealthy"] != 1 || len(alerts) != 10 {
-		t.Errorf("alerts %v: want the 11 but PlegDown", alerts)
+	if alerts["PlegDown"] != 0 || alerts["PlegNotHealthy"] != 1 || len(alerts) != 12 {
+		t.Errorf("alerts %v: want the 13 but PlegDown", alerts)
 	}
 	if !slices.Contains(groups, "site") {
 		t.Errorf("groups %v: want the additional group site", groups)

@@ -41,12 +41,18 @@ const (
 // nothing else: the thresholds in their expressions stay as shipped.
 const forInTest = 5 * time.Second
 
+// pagesInOrder are the critical alerts a hung container list fires, in
+// the order they must: the runtime unanswered for 20 s, no relist for
+// half the threshold, none for the threshold.
+var pagesInOrder = []string{"PlegRuntimeNotAnswering", "PlegRelistNearThreshold", "PlegNotHealthy"}
+
 // TestAlertsInARealPrometheus runs two pleg daemons (the pleg binary,
 // pleg run) over simulated runtimes, reporting to the real API server,
 // scraped by a real Prometheus as the chart's PodMonitor has the
 // Prometheus operator scrape them, evaluating the chart's rules with only
 // their for: shortened. The runtime of one node hangs its container
-// list: PlegRelistHung and then PlegNotHealthy fire for that node alone,
+// list: PlegRuntimeNotAnswering, PlegRelistNearThreshold and then
+// PlegNotHealthy fire for that node alone,
 // the dashboard's every query returns data meanwhile, both alerts
 // resolve once the runtime answers, and PlegDown fires when its pleg
 // stops. No alert ever names the healthy node. It logs how long each
@@ -127,16 +133,18 @@ func TestAlertsInARealPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the container list of %s hangs from now on", hungNode)
-	relistHung, err := p.WaitAlert(within(5*time.Minute), promtest.AlertIs("PlegRelistHung", "firing", map[string]string{"instance": hungNode}))
-	if err != nil {
-		t.Fatal(err)
+	var fired []promtest.Alert
+	for _, name := range pagesInOrder {
+		a, err := p.WaitAlert(within(7*time.Minute), promtest.AlertIs(name, "firing", map[string]string{"instance": hungNode}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAlert(t, a, "critical", job)
+		if n := len(fired); n > 0 && a.ActiveAt.Before(fired[n-1].ActiveAt) {
+			t.Errorf("%s active at %v, before %s at %v", a, a.ActiveAt, fired[n-1], fired[n-1].ActiveAt)
+		}
+		fired = append(fired, a)
 	}
-	notHealthy, err := p.WaitAlert(within(7*time.Minute), promtest.AlertIs("PlegNotHealthy", "firing", map[string]string{"instance": hungNode}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAlert(t, relistHung, "warning", job)
-	checkAlert(t, notHealthy, "critical", job)
 	// The node's PLEGDegraded condition, as the dashboard reads it.
 	if err := waitQuery(within(2*time.Minute), p, fmt.Sprintf(`pleg_node_condition{job=%q, instance=%q, status="True"} == 1`, job, hungNode)); err != nil {
 		t.Fatal(err)
@@ -149,7 +157,7 @@ func TestAlertsInARealPrometheus(t *testing.T) {
 	if err := hungSim.SetFaults(sim.Faults{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"PlegRelistHung", "PlegNotHealthy"} {
+	for _, name := range pagesInOrder {
 		if err := p.WaitNoAlert(within(3*time.Minute), promtest.AlertIs(name, "", map[string]string{"instance": hungNode})); err != nil {
 			t.Fatal(err)
 		}

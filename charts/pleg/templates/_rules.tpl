@@ -62,6 +62,10 @@ groups:
           quantile: {{ $q | quote }}
       {{- end }}
   - name: {{ $job }}.alerts
+    # Every 15 s, whatever the Prometheus' own evaluation_interval: the
+    # pages must fire over a minute before the kubelet turns the node
+    # NotReady, some two minutes into a hang.
+    interval: {{ .Values.prometheusRule.interval }}
     rules:
       {{- if include "pleg.alertOn" (dict "root" . "name" "PlegDurationHigh") }}
       # The stock KubeletPlegDurationHigh, adapted: the kubelet-compatible
@@ -84,24 +88,47 @@ groups:
           "summary" "pleg's relists take a large part of the PLEG's health threshold."
           "description" (printf `The 99th percentile of pleg's relist duration on {{ $labels.node }} is {{ $value | humanizeDuration }}, over %v of the %ds health threshold: the kubelet's PLEG on this node turns unhealthy if it reaches it. Run pleg doctor on the node.` $fraction $threshold))) | trim | nindent 8 }}
       {{- end }}
-      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegRelistHung") }}
-      # Relisting stuck in a runtime call that does not answer: no relist
-      # succeeded for a minute, and within the last two minutes a relist
-      # was seen under way for over 10 s (the stock duration alert's
-      # threshold). A runtime that fails at once is PlegNotHealthy's alone.
-      # Each hung call ends at pleg's --timeout (2m) and the next relist
-      # hangs again, so the relist under way is a new one every few
-      # minutes (every 30 s and more in the evented mode): the time since
-      # the last success says how long it has lasted, the longest relist
-      # seen in flight that it hangs.
-      - alert: PlegRelistHung
-        expr: |
-          (time() - kubelet_pleg_last_seen_seconds{ {{- $sel -}} } > 60)
-          and
-          (max_over_time(((time() - pleg_relist_started_timestamp_seconds{ {{- $sel -}} }) * pleg_relist_in_flight{ {{- $sel -}} })[2m:]) > 10)
-        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegRelistHung" "annotations" (dict
-          "summary" "pleg's relist hangs in a call to the container runtime."
-          "description" (printf `pleg on {{ $labels.node }} has not completed a relist for {{ $value | humanizeDuration }}: a runtime call does not answer. The kubelet's PLEG on this node waits on the same runtime; it turns unhealthy after %ds. Run pleg doctor on the node.` $threshold))) | trim | nindent 8 }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegRuntimeNotAnswering") }}
+      # The earliest page: the container runtime has not answered pleg's
+      # node-wide calls for 20 s (pleg_runtime_unanswered_seconds: its
+      # Status, asked every 5 s as the kubelet's runtime check asks it,
+      # and the whole-node lists). A healthy runtime answers in
+      # milliseconds, one restarting refuses for a few seconds. The
+      # kubelet's own runtime check turns the node NotReady a little over
+      # two minutes into such a hang (measured: 133 s on containerd 2.4),
+      # its PLEG at three: with a 15 s scrape and evaluation this fires
+      # within about 55 s of the hang, over a minute before.
+      - alert: PlegRuntimeNotAnswering
+        expr: pleg_runtime_unanswered_seconds{ {{- $sel -}} } > 20
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegRuntimeNotAnswering" "annotations" (dict
+          "summary" "The container runtime does not answer."
+          "description" (printf `The container runtime on {{ $labels.node }} has not answered pleg's Status or list calls for {{ $value | humanizeDuration }}. The kubelet's runtime check waits on it too and turns the node NotReady about two minutes into the hang; its PLEG turns unhealthy after %ds. Run pleg doctor on the node.` $threshold))) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegPodStatusHung") }}
+      # Pods whose status calls do not answer (pleg_pods_hung: their
+      # inspection passed pleg's deadline, 10 s): the kubelet waits up to
+      # its runtime request timeout, 2 min, for each such call in every
+      # relist, so two of them in one relist take its PLEG past its 3 min
+      # threshold. Held for a minute, it fires over a minute before the
+      # kubelet's NotReady.
+      - alert: PlegPodStatusHung
+        expr: pleg_pods_hung{ {{- $sel -}} } > 0
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegPodStatusHung" "annotations" (dict
+          "summary" "The container runtime's status calls hang for some pods."
+          "description" (printf `Status calls of {{ $value }} pod(s) on {{ $labels.node }} do not answer within pleg's deadline. The kubelet waits up to 2 minutes for each such call in every relist: its PLEG turns unhealthy once one relist takes %ds. pleg doctor on the node names the pods and why.` $threshold))) | trim | nindent 8 }}
+      {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegRelistNearThreshold") }}
+      # No relist of pleg's has succeeded for half the health threshold:
+      # the runtime answers its Status but not the lists, or the relist
+      # is that slow. The kubelet's relist waits on the same lists.
+      # kubelet_pleg_last_seen_seconds moves with every relist, every
+      # second, or every 30 s while the event stream drives: a scrape of
+      # 15 s leaves it at most a minute behind on a healthy node.
+      - alert: PlegRelistNearThreshold
+        expr: time() - kubelet_pleg_last_seen_seconds{ {{- $sel -}} } > {{ div $threshold 2 }}
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegRelistNearThreshold" "annotations" (dict
+          "summary" "pleg's relists have not succeeded for half the PLEG's health threshold."
+          "description" (printf `pleg on {{ $labels.node }} last relisted {{ $value | humanizeDuration }} ago: the container runtime's lists hang or fail. The kubelet's PLEG on this node turns unhealthy after %ds. Run pleg doctor on the node.` $threshold))) | trim | nindent 8 }}
       {{- end }}
       {{- if include "pleg.alertOn" (dict "root" . "name" "PlegNotHealthy") }}
       # What the condition and the kubelet's own check report, as a metric:
@@ -162,12 +189,12 @@ groups:
           "description" `pleg on {{ $labels.node }} failed {{ $value | humanize }} writes to the Kubernetes API in 15 minutes and made none: its PLEGDegraded condition and events on the node are stale. Its log says why (forbidden, unreachable, throttled).`)) | trim | nindent 8 }}
       {{- end }}
       {{- if include "pleg.alertOn" (dict "root" . "name" "PlegNodeConditionWarning") }}
-      # The early warnings pleg writes into its node condition before the
-      # PLEG turns unhealthy: a pod whose status calls hang (the kubelet's
-      # sync of that pod stalls) or a runtime list near the kubelet's
-      # message limit (past it, every relist of the kubelet fails).
+      # The warnings pleg writes into its node condition that page nowhere
+      # else: a runtime list near the kubelet's message limit (past it,
+      # every relist of the kubelet fails), a runtime that says itself not
+      # ready (the kubelet's node is NotReady for it).
       - alert: PlegNodeConditionWarning
-        expr: pleg_node_condition{ {{- $sel -}} ,status="True",reason=~"PodStatusHung|ListNearSizeLimit"} == 1
+        expr: pleg_node_condition{ {{- $sel -}} ,status="True",reason=~"ListNearSizeLimit|RuntimeNotReady"} == 1
         {{- include "pleg.alertMeta" (dict "root" . "name" "PlegNodeConditionWarning" "annotations" (dict
           "summary" "pleg's node condition warns of a runtime about to fail the kubelet's PLEG."
           "description" `pleg on {{ $labels.node }} reports PLEGDegraded with reason {{ $labels.reason }}; kubectl describe node {{ $labels.node }} shows its message.`)) | trim | nindent 8 }}

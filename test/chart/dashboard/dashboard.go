@@ -150,9 +150,10 @@ func instant(expr string) *prometheus.DataqueryBuilder {
 	return prometheus.NewDataqueryBuilder().Datasource(datasource()).Expr(expr).Instant().Format(prometheus.PromQueryFormatTable)
 }
 
-// The alerts' thresholds: a relist not done for a minute is hung
-// (PlegRelistHung), for three the PLEG is not healthy (PlegNotHealthy);
-// a relist of 10 s is PlegDurationHigh's.
+// The alerts' thresholds: a relist not done for a minute is late (half
+// the threshold, 90 s, is PlegRelistNearThreshold's page), for three the
+// PLEG is not healthy (PlegNotHealthy); a relist of 10 s is
+// PlegDurationHigh's.
 func staleness() *dashboard.ThresholdsConfigBuilder {
 	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
 		{Color: "green"}, {Value: cog.ToPtr(60.0), Color: "orange"}, {Value: cog.ToPtr(180.0), Color: "red"},
@@ -190,17 +191,17 @@ func fleetPanels() []cog.Builder[dashboard.Panel] {
 	lastSeen := `time() - kubelet_pleg_last_seen_seconds{` + fleet + `}`
 	health := stat.NewPanelBuilder().
 		Title("Nodes by health").
-		Description("Nodes whose pleg relisted within a minute; whose relist hangs in a runtime call (PlegRelistHung's condition); that have not relisted for 3 minutes, when the kubelet calls its PLEG not healthy (PlegNotHealthy's); whose pleg Prometheus cannot scrape (PlegDown's).").
+		Description("Nodes whose pleg relisted within a minute; whose runtime has not answered pleg's calls for 20 s (PlegRuntimeNotAnswering's condition, the earliest page); that have not relisted for 3 minutes, when the kubelet calls its PLEG not healthy (PlegNotHealthy's); whose pleg Prometheus cannot scrape (PlegDown's).").
 		Height(6).Span(12).
 		ColorMode(common.BigValueColorModeBackground).
 		TextMode(common.BigValueTextModeValueAndName).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
 		WithTarget(query(`count(`+lastSeen+` <= 60) or vector(0)`, "healthy")).
-		WithTarget(query(`count((`+lastSeen+` > 60) and (max_over_time(((time() - pleg_relist_started_timestamp_seconds{`+fleet+`}) * pleg_relist_in_flight{`+fleet+`})[2m:]) > 10)) or vector(0)`, "relist hung")).
+		WithTarget(query(`count(pleg_runtime_unanswered_seconds{`+fleet+`} > 20) or vector(0)`, "runtime not answering")).
 		WithTarget(query(`count(`+lastSeen+` > 180) or vector(0)`, "not healthy (3m)")).
 		WithTarget(query(`count(up{`+fleet+`} == 0) or vector(0)`, "down")).
 		OverrideByName("healthy", []dashboard.DynamicConfigValue{{Id: "color", Value: map[string]any{"mode": "fixed", "fixedColor": "green"}}}).
-		OverrideByName("relist hung", []dashboard.DynamicConfigValue{{Id: "color", Value: map[string]any{"mode": "fixed", "fixedColor": "orange"}}}).
+		OverrideByName("runtime not answering", []dashboard.DynamicConfigValue{{Id: "color", Value: map[string]any{"mode": "fixed", "fixedColor": "orange"}}}).
 		OverrideByName("not healthy (3m)", []dashboard.DynamicConfigValue{{Id: "color", Value: map[string]any{"mode": "fixed", "fixedColor": "red"}}}).
 		OverrideByName("down", []dashboard.DynamicConfigValue{{Id: "color", Value: map[string]any{"mode": "fixed", "fixedColor": "purple"}}})
 
