@@ -99,10 +99,13 @@ func (s State) NotAnswering(now time.Time) (bool, time.Time) {
 	return now.Sub(s.UnansweredSince) >= Unanswered, s.UnansweredSince
 }
 
-// NotReady returns the first condition the runtime reports false, if any.
+// NotReady returns the first of the conditions the kubelet reads,
+// RuntimeReady and NetworkReady, that the runtime reports false, if any.
+// A runtime reports others (containerd 2.x: its deprecation warnings),
+// which the kubelet ignores.
 func (s State) NotReady() (Condition, bool) {
 	for _, c := range s.Conditions {
-		if !c.Status {
+		if !c.Status && (c.Type == runtimeapi.RuntimeReady || c.Type == runtimeapi.NetworkReady) {
 			return c, true
 		}
 	}

@@ -49,6 +49,8 @@ func (f *fakeRuntime) Status(ctx context.Context, _ bool) (*runtimeapi.StatusRes
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: ready, Reason: "r", Message: "m"},
 		{Type: runtimeapi.NetworkReady, Status: true},
+		// containerd 2.x's, which the kubelet ignores.
+		{Type: "ContainerdHasNoDeprecationWarnings", Status: false, Reason: "ContainerdHasDeprecationWarnings"},
 		nil, // a runtime may send anything: skipped
 	}}}, nil
 }

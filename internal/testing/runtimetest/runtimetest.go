@@ -77,6 +77,9 @@ type Options struct {
 	// missing): pods off the host network get an address on it, as under
 	// a kubelet. containerd 2.x only.
 	PodNetwork string
+	// CNIBinDir, with PodNetwork, is the directory the runtime runs the
+	// CNI plugins from instead of the host's: a test's wrappers of them.
+	CNIBinDir string
 }
 
 // Instance is a private runtime. Its exported fields are read-only.
@@ -245,6 +248,9 @@ func cniBinDir(ctx context.Context, spec Spec, opts Options, dir string) (string
 	}
 	if spec.Kind != Containerd || !strings.HasPrefix(spec.Version, "v2.") {
 		return "", fmt.Errorf("runtimetest: a pod network needs containerd 2.x, not %s", spec)
+	}
+	if opts.CNIBinDir != "" {
+		return opts.CNIBinDir, nil
 	}
 	return CNIPlugins(ctx, opts.Logf)
 }

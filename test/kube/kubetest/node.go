@@ -158,8 +158,9 @@ type Kubelet struct {
 // Its configuration is what this kind of machine needs: cgroup v1 with
 // the cgroupfs driver (a kubelet from 1.35 refuses cgroup v1 unless
 // told), swap tolerated, no local storage accounting (the root disk's
-// statistics cannot be read here), and the API server's client
-// certificate as its only way in.
+// statistics cannot be read here), and, as kubeadm sets it up, the API
+// server's client certificate and bearer tokens the API server vouches
+// for as its ways in, every request authorized by the API server.
 func (s *Server) StartKubelet(ctx context.Context, bin NodeBinaries, opts KubeletOptions) (*Kubelet, error) {
 	dir, err := os.MkdirTemp("", "pleg-kubelet-")
 	if err != nil {
@@ -228,11 +229,17 @@ readOnlyPort: %[9]d
 maxPods: %[10]d
 healthzBindAddress: 127.0.0.1
 healthzPort: %[3]d
+# As kubeadm sets it: client certificates, and bearer tokens checked by
+# the API server (TokenReview), each request authorized by it
+# (SubjectAccessReview): a pod's service account reads /metrics with
+# nodes/metrics, and nothing more.
 authentication:
   anonymous: {enabled: false}
-  webhook: {enabled: false}
+  webhook: {enabled: true, cacheTTL: 10s}
   x509: {clientCAFile: %[4]q}
-authorization: {mode: AlwaysAllow}
+authorization:
+  mode: Webhook
+  webhook: {cacheAuthorizedTTL: 10s, cacheUnauthorizedTTL: 10s}
 containerRuntimeEndpoint: %[5]q
 cgroupDriver: cgroupfs
 failCgroupV1: false

@@ -83,7 +83,7 @@ func (d *docCommands) left() []doccmd.Command {
 func (c *cluster) shell(t *testing.T, ctx context.Context, dir string, cmds []doccmd.Command, edit func(string) string) string {
 	t.Helper()
 	bin := t.TempDir()
-	for name, path := range map[string]string{"kubectl": c.bin.Kubectl, "helm": c.helm, "ctr": c.runtime.Bin.Ctr} {
+	for name, path := range map[string]string{"kubectl": c.bin.Kubectl, "helm": c.Helm, "ctr": c.runtime.Bin.Ctr} {
 		if err := os.Symlink(path, filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
 		}
