@@ -102,6 +102,10 @@ type Config struct {
 	// Profiling serves Go's profiles under /debug/pprof/ on Listen.
 	Profiling bool
 	Logger    *slog.Logger
+	// LogDropped, if set, counts the log lines dropped because the log's
+	// reader did not keep up (package internal/logsink):
+	// pleg_log_lines_dropped_total.
+	LogDropped func() uint64
 	// Kube, if set, reports into the Kubernetes API: a node condition and
 	// events (package kubereport). Its Logger, Registerer and, when the
 	// runtime tells them, Sizes are set by the daemon.
@@ -230,6 +234,15 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	}
 	if err := d.Registry.Register(newUnansweredGauge(view)); err != nil {
 		return err
+	}
+	if cfg.LogDropped != nil {
+		if err := d.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "pleg_log_lines_dropped_total",
+			Help: "Log lines dropped because the log's reader (in a pod, its shim) did not keep up: the daemon's log never " +
+				"blocks it.",
+		}, func() float64 { return float64(cfg.LogDropped()) })); err != nil {
+			return err
+		}
 	}
 	cache := d.Cache
 	d.API = api.NewServer(api.Options{

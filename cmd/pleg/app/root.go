@@ -168,17 +168,21 @@ func (g *global) prepare(cmd *cobra.Command) error {
 	if err := g.validate(cmd.Flags()); err != nil {
 		return err
 	}
+	g.log = g.logger(g.stderr)
+	return nil
+}
+
+// logger is a logger writing to w in --log-format at -v's level.
+func (g *global) logger(w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	if g.verbosity >= 4 {
 		level = slog.LevelDebug
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	if g.logFormat == "json" {
-		g.log = slog.New(slog.NewJSONHandler(g.stderr, hopts))
-	} else {
-		g.log = slog.New(slog.NewTextHandler(g.stderr, hopts))
+		return slog.New(slog.NewJSONHandler(w, hopts))
 	}
-	return nil
+	return slog.New(slog.NewTextHandler(w, hopts))
 }
 
 // validate checks the flags that are the command line's own, and the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/daemon"
+	"github.com/plegkit/pleg/internal/logsink"
 	"github.com/plegkit/pleg/journal"
 	"github.com/plegkit/pleg/runtime/cri"
 )
@@ -156,6 +157,12 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
+	// The daemon's log never blocks it (package logsink): in a pod its
+	// standard error is a pipe the pod's shim drains, and a shim that
+	// stops draining must not stop the daemon that reports it.
+	sink := logsink.New(g.stderr, 0)
+	defer sink.Close(5 * time.Second)
+	g.log = g.logger(sink)
 	defer logKlogTo(g.log, g.verbosity)()
 	kubeConfig, err := o.kube.config()
 	if err != nil {
@@ -168,6 +175,7 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	defer cleanup()
 	cfg := o.cfg
 	cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
+	cfg.LogDropped = sink.Dropped
 	if o.otlp.t.Endpoint != "" {
 		node, err := o.kube.node()
 		if err != nil {
