@@ -232,7 +232,7 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	if err := registerHealthMetrics(d.Registry, checks, gen); err != nil {
 		return err
 	}
-	if err := d.Registry.Register(newUnansweredGauge(view)); err != nil {
+	if err := errors.Join(d.Registry.Register(newUnansweredGauge(view)), d.Registry.Register(newLatencyGauge(view))); err != nil {
 		return err
 	}
 	if cfg.LogDropped != nil {

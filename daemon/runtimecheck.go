@@ -74,32 +74,33 @@ func (v runtimeView) State() runtimecheck.State {
 	if v.check != nil {
 		rs = v.check.State()
 	}
-	rs.UnansweredSince = unansweredSince(v.gen.Status(), v.calls.InFlight(time.Now()), rs)
+	rs.UnansweredSince, rs.Unanswered = unanswered(v.gen.Status(), v.calls.InFlight(time.Now()), rs)
 	return rs
 }
 
-// unansweredSince is since when the runtime has gone without answering
-// pleg's node-wide calls: its Status (the check), the whole-node lists in
-// flight (calls), or lists failing (the generator's status); zero while
-// it answers. A call in flight counts from its start: a healthy one is
-// milliseconds old, and only an age past runtimecheck.Unanswered means
-// anything. A relist's inspections do not count: a pod whose calls hang
-// is PodStatusHung, not a runtime that does not answer.
-func unansweredSince(st pleg.Status, inFlight []flightrec.Call, rs runtimecheck.State) time.Time {
-	since := rs.UnansweredSince
-	earlier := func(t time.Time) {
+// unanswered is since when the runtime has gone without answering pleg's
+// node-wide calls, and which: its Status (the check), the whole-node
+// lists in flight (calls), or lists failing (the generator's status);
+// zero while it answers. A call in flight counts from its start: a
+// healthy one is milliseconds old, and only an age past
+// runtimecheck.Unanswered means anything. A relist's inspections do not
+// count: a pod whose calls hang is PodStatusHung, not a runtime that does
+// not answer.
+func unanswered(st pleg.Status, inFlight []flightrec.Call, rs runtimecheck.State) (time.Time, string) {
+	since, what := rs.UnansweredSince, rs.Unanswered
+	earlier := func(t time.Time, calls string) {
 		if !t.IsZero() && (since.IsZero() || t.Before(since)) {
-			since = t
+			since, what = t, calls
 		}
 	}
-	earlier(st.ListFailingSince)
+	earlier(st.ListFailingSince, "its lists, which fail")
 	for _, c := range inFlight {
 		if c.ID == "" && (c.Op == runtime.OpListPodSandbox || c.Op == runtime.OpListContainers) {
-			earlier(c.Start)
+			earlier(c.Start, "the whole-node "+c.Op)
 			break // the oldest first
 		}
 	}
-	return since
+	return since, what
 }
 
 // newUnansweredGauge is pleg_runtime_unanswered_seconds: how long, at the
@@ -118,4 +119,14 @@ func newUnansweredGauge(v runtimeView) prometheus.Collector {
 		}
 		return max(0, time.Since(t).Seconds())
 	})
+}
+
+// newLatencyGauge is pleg_runtime_status_latency_seconds: the typical time
+// of the runtime's last Status answers (runtimecheck.State.Latency).
+func newLatencyGauge(v runtimeView) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pleg_runtime_status_latency_seconds",
+		Help: "The median time of the container runtime's last five answers to pleg's Status calls, asked every 5 s as " +
+			"the kubelet does; 0 before three. Healthy: milliseconds.",
+	}, func() float64 { return v.State().Latency.Seconds() })
 }

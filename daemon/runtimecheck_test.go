@@ -13,7 +13,7 @@ import (
 	"github.com/plegkit/pleg/runtimecheck"
 )
 
-func TestUnansweredSince(t *testing.T) {
+func TestUnanswered(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	tests := []struct {
@@ -24,7 +24,7 @@ func TestUnansweredSince(t *testing.T) {
 		want     time.Time
 	}{
 		{name: "answering"},
-		{name: "Status unanswered", check: runtimecheck.State{UnansweredSince: at(5)}, want: at(5)},
+		{name: "Status unanswered", check: runtimecheck.State{UnansweredSince: at(5), Unanswered: "its Status"}, want: at(5)},
 		{name: "lists failing", status: pleg.Status{ListFailingSince: at(3)}, check: runtimecheck.State{UnansweredSince: at(5)}, want: at(3)},
 		{
 			name: "a whole-node list in flight, older than the Status call",
@@ -46,7 +46,7 @@ func TestUnansweredSince(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := unansweredSince(tt.status, tt.inFlight, tt.check); !got.Equal(tt.want) {
+			if got, _ := unanswered(tt.status, tt.inFlight, tt.check); !got.Equal(tt.want) {
 				t.Errorf("unanswered since %v, want %v", got, tt.want)
 			}
 		})

@@ -253,7 +253,7 @@ func TestPrometheusRules(t *testing.T) {
 	if !strings.Contains(alerts["PlegNotHealthy"], "time() - kubelet_pleg_last_seen_seconds") {
 		t.Errorf("PlegNotHealthy = %q: want the staleness of kubelet_pleg_last_seen_seconds", alerts["PlegNotHealthy"])
 	}
-	for _, want := range []string{"PlegDown", "PlegAbsent", "PlegKubeReportsFailing", "PlegRuntimeNotAnswering", "PlegPodStatusHung", "PlegRelistNearThreshold"} {
+	for _, want := range []string{"PlegDown", "PlegAbsent", "PlegKubeReportsFailing", "PlegRuntimeNotAnswering", "PlegRuntimeSlow", "PlegPodStatusHung", "PlegRelistNearThreshold"} {
 		if alerts[want] == "" {
 			t.Errorf("no alert %s", want)
 		}

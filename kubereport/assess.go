@@ -35,6 +35,7 @@ const (
 	ReasonHealthy             = "PLEGIsHealthy"
 	ReasonRuntimeUnreachable  = "RuntimeUnreachable"
 	ReasonRuntimeNotReady     = "RuntimeNotReady"
+	ReasonRuntimeSlow         = "RuntimeSlow"
 	ReasonListTooLarge        = "ListTooLarge"
 	ReasonRelistFailing       = "RelistFailing"
 	ReasonRelistOverThreshold = "RelistOverThreshold"
@@ -112,6 +113,11 @@ func assess(o observed, now time.Time, grace time.Duration) (v verdict, known bo
 	if c, ok := runtimeNotReady(o.runtime); ok {
 		causes = append(causes, c)
 	}
+	if o.runtime.IsSlow() {
+		causes = append(causes, cause{ReasonRuntimeSlow, fmt.Sprintf("the runtime answers its Status in %v, typically "+
+			"(healthy: milliseconds); the kubelet marks the node NotReady once it goes 30 s without an answer",
+			o.runtime.Latency.Round(10*time.Millisecond))})
+	}
 	if c, ok := relistAge(st, now); ok {
 		causes = append(causes, c)
 	}
@@ -151,7 +157,11 @@ func notAnswering(rs runtimecheck.State, now time.Time) (cause, bool) {
 	if !bad {
 		return cause{}, false
 	}
-	msg := fmt.Sprintf("the container runtime has not answered pleg's Status or list calls since %s", stamp(since))
+	what := rs.Unanswered
+	if what == "" {
+		what = "pleg's calls"
+	}
+	msg := fmt.Sprintf("the container runtime has not answered %s since %s", what, stamp(since))
 	if rs.Err != nil {
 		msg += ": " + oneLine(rs.Err)
 	}

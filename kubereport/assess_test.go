@@ -91,9 +91,9 @@ func TestAssess(t *testing.T) {
 		},
 		{
 			name:    "the runtime's Status unanswered for runtimecheck.Unanswered",
-			runtime: runtimecheck.State{UnansweredSince: t0.Add(-runtimecheck.Unanswered), InFlight: true},
+			runtime: runtimecheck.State{UnansweredSince: t0.Add(-runtimecheck.Unanswered), Unanswered: "its Status", InFlight: true},
 			known:   true, reason: ReasonRuntimeUnreachable,
-			message: []string{"has not answered pleg's Status or list calls since 2026-11-23T11:59:40Z", "the kubelet's runtime check"},
+			message: []string{"has not answered its Status since 2026-11-23T11:59:40Z", "the kubelet's runtime check"},
 		},
 		{
 			name:    "the runtime's Status unanswered for less",
@@ -115,6 +115,17 @@ func TestAssess(t *testing.T) {
 			known:   true, reason: ReasonRuntimeUnreachable,
 			message: []string{"does not answer since"},
 			without: []string{"also"},
+		},
+		{
+			name:    "the runtime answers slowly",
+			runtime: runtimecheck.State{Latency: 3500 * time.Millisecond},
+			known:   true, reason: ReasonRuntimeSlow,
+			message: []string{"answers its Status in 3.5s, typically", "30 s without an answer"},
+		},
+		{
+			name:    "the runtime answers a little slowly",
+			runtime: runtimecheck.State{Latency: runtimecheck.Slow - time.Millisecond},
+			known:   true, reason: ReasonHealthy,
 		},
 		{
 			name: "the runtime says it is not ready",

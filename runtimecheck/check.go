@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +46,19 @@ const (
 // NotReady some two minutes after the hang began. The node condition and
 // the PlegRuntimeNotAnswering alert share it.
 const Unanswered = 20 * time.Second
+
+// Slow is the typical time of a Status answer past which the runtime
+// counts as starved: a healthy runtime answers in milliseconds; one
+// confined to a sliver of CPU answered in 3 to 4 s, now and then 20,
+// for minutes before the kubelet, which waits 30 s for an answer, turned
+// the node NotReady. The node condition's RuntimeSlow and the
+// PlegRuntimeSlow alert share it.
+const Slow = 2 * time.Second
+
+// latencies is how many of the last answers the typical one is the
+// median of: a minute of them at DefaultPeriod, so that one slow answer
+// on a busy node does not count.
+const latencies = 5
 
 // StatusGetter is the one call the check makes; the CRI adapter
 // (runtime/cri) has it.
@@ -82,13 +96,24 @@ type State struct {
 	// answered since its last answer: the call in flight, or the first of
 	// those that failed since. Zero while the runtime answers.
 	UnansweredSince time.Time
+	// Unanswered names the calls UnansweredSince is about, for a person:
+	// "its Status" for the check's own; whoever merges other calls into
+	// the state names them.
+	Unanswered string
 	// InFlight tells that a call is waiting for its answer now.
 	InFlight bool
 	// Err is why the last call failed; nil after an answer.
 	Err error
 	// Conditions are those of the last answer.
 	Conditions []Condition
+	// Latency is the median time of the last answers (up to 5), zero
+	// before three; it counts answers only: a call that is not
+	// answered is UnansweredSince's.
+	Latency time.Duration
 }
+
+// IsSlow tells whether the runtime's answers typically take Slow or more.
+func (s State) IsSlow() bool { return s.Latency >= Slow }
 
 // NotAnswering tells whether, at now, the runtime has gone without
 // answering for Unanswered, and since when.
@@ -118,6 +143,8 @@ type Check struct {
 
 	mu    sync.Mutex
 	state State
+	// took are the times of the last answers, oldest first.
+	took []time.Duration
 }
 
 // New returns a check over cfg.Runtime. It asks nothing until Run.
@@ -172,7 +199,7 @@ func (c *Check) once(ctx context.Context) {
 	start := c.cfg.Clock.Now()
 	c.mu.Lock()
 	if c.state.UnansweredSince.IsZero() {
-		c.state.UnansweredSince = start
+		c.state.UnansweredSince, c.state.Unanswered = start, "its Status"
 	}
 	c.state.InFlight = true
 	c.mu.Unlock()
@@ -202,8 +229,23 @@ func (c *Check) once(ctx context.Context) {
 		c.cfg.Logger.Info("The runtime answers its Status call again",
 			"unanswered", now.Sub(c.state.UnansweredSince).Round(time.Millisecond))
 	}
-	c.state.LastAnswer, c.state.UnansweredSince, c.state.Err = now, time.Time{}, nil
+	c.state.LastAnswer, c.state.UnansweredSince, c.state.Unanswered, c.state.Err = now, time.Time{}, "", nil
 	c.state.Conditions = conditions(resp)
+	c.took = append(c.took, now.Sub(start))
+	if len(c.took) > latencies {
+		c.took = c.took[1:]
+	}
+	c.state.Latency = median(c.took)
+}
+
+// median is the middle of ds once there are three of them, else zero.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) < 3 {
+		return 0
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
 }
 
 // conditions are the runtime's conditions in its answer.

@@ -22,6 +22,7 @@ import (
 // ends), fail with err, or answer with the conditions.
 type fakeRuntime struct {
 	mu    sync.Mutex
+	delay time.Duration
 	hang  bool
 	err   error
 	ready bool
@@ -37,8 +38,9 @@ func (f *fakeRuntime) set(hang bool, err error, ready bool) {
 func (f *fakeRuntime) Status(ctx context.Context, _ bool) (*runtimeapi.StatusResponse, error) {
 	f.mu.Lock()
 	f.calls++
-	hang, err, ready := f.hang, f.err, f.ready
+	hang, err, ready, delay := f.hang, f.err, f.ready, f.delay
 	f.mu.Unlock()
+	time.Sleep(delay)
 	if hang {
 		<-ctx.Done()
 		return nil, status.FromContextError(ctx.Err()).Err()
@@ -180,6 +182,42 @@ func TestRuntimeNotReady(t *testing.T) {
 		cond, bad := c.State().NotReady()
 		if !bad || cond.Type != runtimeapi.RuntimeReady || cond.Reason != "r" || cond.Message != "m" {
 			t.Errorf("not ready: %v %+v", bad, cond)
+		}
+	})
+}
+
+func TestSlowRuntime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &fakeRuntime{ready: true}
+		c, stop := start(t, rt)
+		defer stop()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if s := c.State(); s.IsSlow() || s.Latency != 0 {
+			t.Errorf("answers at once: latency %v, slow %v", s.Latency, s.IsSlow())
+		}
+		// One slow answer among fast ones is a busy moment, not a
+		// starved runtime.
+		rt.mu.Lock()
+		rt.delay = 10 * time.Second
+		rt.mu.Unlock()
+		time.Sleep(6 * time.Second)
+		rt.mu.Lock()
+		rt.delay = 0
+		rt.mu.Unlock()
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if s := c.State(); s.IsSlow() {
+			t.Errorf("one slow answer made the runtime slow: latency %v", s.Latency)
+		}
+		// Every answer 3 s: slow, from the third.
+		rt.mu.Lock()
+		rt.delay = 3 * time.Second
+		rt.mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if s := c.State(); !s.IsSlow() || s.Latency != 3*time.Second || !s.UnansweredSince.IsZero() && !s.InFlight {
+			t.Errorf("answers in 3 s: %+v", s)
 		}
 	})
 }

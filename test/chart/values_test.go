@@ -291,8 +291,8 @@ func TestRulesFollowValues(t *testing.T) {
 			}
 		}
 	}
-	if alerts["PlegDown"] != 0 || alerts["PlegNotHealthy"] != 1 || len(alerts) != 12 {
-		t.Errorf("alerts %v: want the 13 but PlegDown", alerts)
+	if alerts["PlegDown"] != 0 || alerts["PlegNotHealthy"] != 1 || len(alerts) != 13 {
+		t.Errorf("alerts %v: want the 14 but PlegDown", alerts)
 	}
 	if !slices.Contains(groups, "site") {
 		t.Errorf("groups %v: want the additional group site", groups)

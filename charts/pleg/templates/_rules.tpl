@@ -104,6 +104,18 @@ groups:
           "summary" "The container runtime does not answer."
           "description" (printf `The container runtime on {{ $labels.node }} has not answered pleg's Status or list calls for {{ $value | humanizeDuration }}. The kubelet's runtime check waits on it too and turns the node NotReady about two minutes into the hang; its PLEG turns unhealthy after %ds. Run pleg doctor on the node.` $threshold))) | trim | nindent 8 }}
       {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegRuntimeSlow") }}
+      # The runtime answers, slowly: the median of its last five answers to
+      # pleg's Status (pleg_runtime_status_latency_seconds) is 2 s or more,
+      # where a healthy one answers in milliseconds. A runtime starved of
+      # CPU answered so for minutes; the kubelet marks the node NotReady
+      # once one of its own Status calls goes 30 s without an answer.
+      - alert: PlegRuntimeSlow
+        expr: pleg_runtime_status_latency_seconds{ {{- $sel -}} } >= 2
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegRuntimeSlow" "annotations" (dict
+          "summary" "The container runtime answers slowly."
+          "description" `The container runtime on {{ $labels.node }} answers pleg's Status calls in {{ $value | humanizeDuration }}, typically, where a healthy one answers in milliseconds: it is starved (CPU, memory) or overloaded. The kubelet marks the node NotReady once its own Status call goes 30 s without an answer. Run pleg doctor on the node.`)) | trim | nindent 8 }}
+      {{- end }}
       {{- if include "pleg.alertOn" (dict "root" . "name" "PlegPodStatusHung") }}
       # Pods whose status calls do not answer (pleg_pods_hung: their
       # inspection passed pleg's deadline, 10 s): the kubelet waits up to
