@@ -16,7 +16,7 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: build image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim help
+.PHONY: build image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim incidents help
 
 # make alone runs make test, as it did when test was merely the first
 # target: help is listed last and does not take its place.
@@ -177,6 +177,18 @@ kubelet-on-sim:
 	cd $(KUBE_TEST_MODULE) && PLEG_KUBELET_ON_SIM=1 PLEG_KUBELET_ON_SIM_SIZES=$(KUBELET_ON_SIM_SIZES) \
 	  PLEG_KUBELET_ON_SIM_STEADY=$(KUBELET_ON_SIM_STEADY) \
 	  $(GO) test -count=1 -run '^$$' -bench '^BenchmarkKubeletRelist$$' -benchtime 1x -timeout 90m ./simnode/
+
+## incidents: every cause of "PLEG is not healthy" this machine can bring
+## about, each on a node of its own of one real cluster, side by side:
+## when pleg's condition turned on, when the first page fired, when the
+## kubelet turned the node NotReady (or that it stayed Ready), doctor's
+## first finding, the recording; prints the table of docs/incidents.md
+## (root). make test runs two of them (the runtime stopped, the disk
+## throttled). INCIDENTS chooses others (comma-separated names).
+INCIDENTS ?= all
+incidents:
+	cd $(KUBE_TEST_MODULE) && PLEG_INCIDENTS=$(INCIDENTS) \
+	  $(GO) test -count=1 -v -run '^TestIncidents$$' -timeout 90m ./incident/
 
 ## demo: the daemon over the simulated runtime with churn
 demo:

@@ -13,6 +13,7 @@
 //	exit <code> [<delay>]      exit with code after the optional delay (default 0)
 //	crashloop <code> <delay>   the same as exit; the name makes restart tests read well
 //	oom [<delay>]              after the optional delay, allocate and touch memory until the OOM killer kills it
+//	forks <n>                  start n copies of itself in pause mode, as many as the system lets it, then pause
 //
 // No argument means pause. In the exit and crashloop modes SIGTERM or SIGINT
 // ends the delay early and the program exits with the given code.
@@ -63,6 +64,12 @@ func main() {
 		fmt.Println("testimg:", mode, code, d)
 		wait(sig, d)
 		os.Exit(code)
+	case mode == "forks" && len(args) == 2:
+		n, err := strconv.Atoi(args[1])
+		if err != nil || n < 0 {
+			usage(fmt.Errorf("bad count %q", args[1]))
+		}
+		forks(sig, n)
 	case mode == "oom" && len(args) <= 2:
 		// A delay lets the runtime watch the container's memory before it
 		// runs out: containerd 1.7 on cgroup v1 misses an OOM kill that
@@ -119,11 +126,38 @@ func hog(sig <-chan os.Signal) {
 	os.Exit(0)
 }
 
+// forks starts n copies of itself, each pausing, until one cannot be
+// started (the PIDs have run out), says how many it started and waits;
+// a signal ends them all. Its children are bounded by n: a test that
+// forgot its PID limit stops at n, not at the machine's.
+func forks(sig <-chan os.Signal, n int) {
+	self, err := os.Executable()
+	if err != nil {
+		usage(err)
+	}
+	var started []*os.Process
+	for range n {
+		p, err := os.StartProcess(self, []string{self, "pause"}, &os.ProcAttr{})
+		if err != nil {
+			fmt.Println("testimg: forks: stopped after", len(started), "by", err)
+			break
+		}
+		started = append(started, p)
+	}
+	fmt.Println("testimg: forks: holding", len(started))
+	s := <-sig
+	fmt.Println("testimg: got", s)
+	for _, p := range started {
+		_ = p.Signal(syscall.SIGTERM)
+	}
+	os.Exit(0)
+}
+
 func usage(err error) {
 	fmt.Fprintf(
 		os.Stderr,
 		"testimg: %v\nusage: testimg [pause | sleep <duration> | exit <code> [<delay>] | "+
-			"crashloop <code> <delay> | oom [<delay>]]\n",
+			"crashloop <code> <delay> | oom [<delay>] | forks <n>]\n",
 		err,
 	)
 	os.Exit(2)

@@ -287,6 +287,10 @@ func (k *Kubelet) LogTail(n int) string {
 	return tail(string(data), n)
 }
 
+// CgroupRoot is the kubelet's cgroup root (its cgroupRoot), in every
+// hierarchy: its pods' cgroups are below.
+func (k *Kubelet) CgroupRoot() string { return k.cgroupRoot }
+
 // RootDir is the kubelet's --root-dir: its pods' volumes are below.
 func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
 
