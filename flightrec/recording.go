@@ -234,6 +234,9 @@ type Process struct {
 	// or a CNI plugin's name.
 	ID   string `json:"id,omitempty"`
 	Name string `json:"name,omitempty"`
+	// Children is how many processes a shim has under it: none once its
+	// containers are gone, when it should have exited too.
+	Children int `json:"children,omitempty"`
 	// CNICommand is a CNI plugin's CNI_COMMAND (ADD, DEL, CHECK, ...),
 	// the one variable of its environment read.
 	CNICommand string `json:"cniCommand,omitempty"`

@@ -174,6 +174,10 @@ func (p Proc) scan(ctx context.Context, o scanOptions) (*Processes, error) {
 		}
 	}
 	roles, order := p.pick(o, runtimePid, first, second)
+	children := map[int]int{}
+	for _, pid := range second.pids {
+		children[second.stats[pid].ppid]++
+	}
 	boot, bootErr := p.bootTime()
 	for _, pid := range order {
 		role := roles[pid]
@@ -195,6 +199,9 @@ func (p Proc) scan(ctx context.Context, o scanOptions) (*Processes, error) {
 		}
 		if o.full && !p.describe(&pr, o, st.startTick) {
 			continue
+		}
+		if pr.Role == RoleShim {
+			pr.Children = children[pid]
 		}
 		if k := keys[pid]; k != nil && k.ok && k.start == st.startTick {
 			p.schedule(&pr, k, o, out.WindowSeconds)
@@ -268,10 +275,11 @@ func (p Proc) pick(o scanOptions, runtimePid int, first, second look) (map[int]s
 	}
 	st := second.stats
 	if o.full {
+		for _, pid := range p.kubelets(o, second) {
+			add(pid, RoleKubelet)
+		}
 		for _, pid := range second.pids {
 			switch c := st[pid].comm; {
-			case c == "kubelet":
-				add(pid, RoleKubelet)
 			case slices.Contains(engineNames, c),
 				c == "containerd" && runtimePid != 0 && st[runtimePid].comm == "cri-dockerd":
 				add(pid, RoleEngine)
@@ -329,6 +337,26 @@ func (p Proc) pick(o scanOptions, runtimePid int, first, second look) (map[int]s
 		}
 	}
 	return roles, order
+}
+
+// kubelets finds the kubelet: where several run (nodes of a test
+// cluster on one machine), those whose command line names the runtime's
+// socket, or every one when none does (a kubelet configured by file).
+func (p Proc) kubelets(o scanOptions, l look) []int {
+	var all, named []int
+	for _, pid := range l.pids {
+		if l.stats[pid].comm != "kubelet" {
+			continue
+		}
+		all = append(all, pid)
+		if o.socket != "" && strings.Contains(o.cmdlines.get(p, pid, l.stats[pid].startTick, o.perProcess), o.socket) {
+			named = append(named, pid)
+		}
+	}
+	if len(all) > 1 && len(named) > 0 {
+		return named
+	}
+	return all
 }
 
 // describe reads what a process's role needs from its command line and,
