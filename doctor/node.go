@@ -420,7 +420,7 @@ func fmtSeconds(s float64) string {
 
 func fmtDuration(d time.Duration) string {
 	if d < time.Second {
-		return fmt.Sprintf("%d ms", d.Milliseconds())
+		return fmtSeconds(d.Seconds())
 	}
 	return fmtSeconds(d.Seconds())
 }

@@ -218,7 +218,8 @@ func (v *nodeView) inD() []Finding {
 			ev = append(ev, fmt.Sprintf("and %d more", len(others)-8))
 		}
 		out = append(out, Finding{ID: "processes-in-d", Severity: Warning, Evidence: ev,
-			Title: fmt.Sprintf("%d processes are stuck in uninterruptible sleep (D)", len(others)),
+			Title: fmt.Sprintf("%s stuck in uninterruptible sleep (D)", plural(len(others), "process is",
+				"processes are")),
 			Action: "A process in D waits in the kernel and no signal ends it: the wait channel says on what (nfs_*, " +
 				"rpc_*, fuse_*: a network file system; io_schedule, jbd2_*: the disk). ps -eo pid,stat,wchan:32,args " +
 				"| awk '$2 ~ /D/' lists them."})

@@ -188,7 +188,8 @@ func (n *NodeProbe) probe(ctx context.Context, onset time.Time) *nodeProbed {
 	wg.Go(func() {
 		p.klog, p.pLog = runPart(ctx, PartKernelLog, timeout, now, func(context.Context) ([]string, partResult) {
 			if !n.cfg.KernelLog {
-				return nil, partResult{skipped: "not opted in (--flight-recorder-kernel-log)"}
+				return nil, partResult{skipped: "not asked for (pleg run --flight-recorder-kernel-log, pleg doctor " +
+					"--kernel-log)"}
 			}
 			lines, err := kernelLog(n.cfg.KmsgPath, n.usecSinceBoot(onset.Add(-n.cfg.KernelLogLookback)),
 				n.cfg.MaxPartBytes)

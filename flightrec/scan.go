@@ -203,7 +203,7 @@ func (p Proc) scan(ctx context.Context, o scanOptions) (*Processes, error) {
 		if pr.Role == RoleShim {
 			pr.Children = children[pid]
 		}
-		if k := keys[pid]; k != nil && k.ok && k.start == st.startTick {
+		if k := keys[pid]; k != nil && k.start == st.startTick {
 			p.schedule(&pr, k, o, out.WindowSeconds)
 		}
 		out.List = append(out.List, pr)
@@ -243,7 +243,7 @@ func (p Proc) schedule(pr *Process, k *keyProcess, o scanOptions, window float64
 		cg.WindowPeriods, cg.WindowThrottled = cg.CPUPeriods-k.cpu.CPUPeriods, cg.CPUThrottled-k.cpu.CPUThrottled
 	}
 	pr.Cgroup = cg
-	if window <= 0 {
+	if window <= 0 || !k.ok {
 		return
 	}
 	ran, wait, threads, err := p.schedstat(pr.Pid)
