@@ -27,7 +27,7 @@ const (
 	// kill, create, delete ...) or a CNI plugin is stuck: each takes a
 	// fraction of a second when all is well. commandHung is where it has
 	// outlived the kubelet's runtime request timeout.
-	commandStuck = 30 * time.Second
+	commandStuck = flightrec.StuckCommandAge
 	commandHung  = 2 * time.Minute
 	// shimIdle is how long a shim may live without a process under it:
 	// its containers gone, it should exit.
@@ -369,7 +369,7 @@ func waitKind(w string) string {
 		{"netfs", []string{"nfs", "rpc_", "fuse", "request_wait_answer", "ceph", "cifs", "smb", "p9_", "v9fs"}},
 		{"disk", []string{"io_schedule", "jbd2", "wait_on_page", "folio_wait", "buffer", "blk_", "rq_qos", "wbt_",
 			"balance_dirty", "submit_bio", "xfs", "ext4", "btrfs", "writeback", "fsync", "bit_wait_io",
-			"wait_for_completion_io", "blkdev"}},
+			"wait_for_completion_io", "blkdev", "wb_wait", "sync_inodes"}},
 	} {
 		for _, word := range k.words {
 			if strings.Contains(w, word) {

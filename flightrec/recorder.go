@@ -308,6 +308,11 @@ func (r *Recorder) lookStuck(now time.Time) []Process {
 	next := map[int]string{}
 	var stuck []Process
 	for _, p := range procs.List {
+		if p.Role == RoleOCI || p.Role == RoleCNI {
+			// Kept by the scan only past StuckCommandAge: stuck at once.
+			stuck = append(stuck, p)
+			continue
+		}
 		if p.State == "D" || p.State == "T" || p.State == "t" {
 			next[p.Pid] = p.State
 			if r.suspects[p.Pid] == p.State {

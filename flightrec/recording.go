@@ -29,7 +29,9 @@ const (
 	// TriggerCondition: the node condition pleg writes turned on.
 	TriggerCondition = "node-condition"
 	// TriggerStuckProcess: the runtime or one of its shims has been
-	// stopped (T) or in uninterruptible sleep (D) on consecutive looks.
+	// stopped (T) or in uninterruptible sleep (D) on consecutive looks,
+	// or an OCI runtime's command or a CNI plugin they run has lived past
+	// StuckCommandAge.
 	TriggerStuckProcess = "stuck-process"
 	// TriggerManual: an operator asked for a recording.
 	TriggerManual = "manual"

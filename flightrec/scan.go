@@ -35,6 +35,11 @@ const (
 	RoleOther = "other"
 )
 
+// StuckCommandAge is the age past which an OCI runtime's command (runc
+// create, kill, delete ...) or a CNI plugin is stuck: each lasts a
+// fraction of a second when all is well.
+const StuckCommandAge = 30 * time.Second
+
 // runtimeNames are the comms of the CRI runtimes' processes, engineNames
 // those of the daemons cri-dockerd drives, shimNames those of their shims
 // and ociNames those of the OCI runtimes.
@@ -181,6 +186,10 @@ func (p Proc) scan(ctx context.Context, o scanOptions) (*Processes, error) {
 	boot, bootErr := p.bootTime()
 	for _, pid := range order {
 		role := roles[pid]
+		if !o.full && (role == RoleOCI || role == RoleCNI) && (bootErr != nil ||
+			second.at.Sub(boot.Add(time.Duration(second.stats[pid].startTick)*time.Second/userHZ)) < StuckCommandAge) {
+			continue // a command passing through, as they all do
+		}
 		pr, ok := p.processWithin(pid, role, o.perProcess)
 		if !ok {
 			continue
@@ -197,7 +206,7 @@ func (p Proc) scan(ctx context.Context, o scanOptions) (*Processes, error) {
 			(st.state == "D" || st.state == "T" || st.state == "t") && twoLooks {
 			pr.Held = true
 		}
-		if o.full && !p.describe(&pr, o, st.startTick) {
+		if (o.full || role == RoleCNI) && !p.describe(&pr, o, st.startTick) {
 			continue
 		}
 		if pr.Role == RoleShim {
@@ -290,12 +299,24 @@ func (p Proc) pick(o scanOptions, runtimePid int, first, second look) (map[int]s
 	for _, pid := range shims {
 		add(pid, RoleShim)
 	}
-	if !o.full {
-		return roles, order
-	}
 	children := map[int][]int{}
 	for _, pid := range second.pids {
 		children[st[pid].ppid] = append(children[st[pid].ppid], pid)
+	}
+	if !o.full {
+		// The recorder's looks: the commands the runtime and its shims
+		// run, which scan keeps only when they have lived too long.
+		for _, pid := range slices.Clone(order) {
+			for _, c := range children[pid] {
+				switch {
+				case roles[pid] == RoleShim && isOCI(st[c].comm):
+					add(c, RoleOCI)
+				case roles[pid] == RoleRuntime && !isShim(st[c].comm):
+					add(c, RoleCNI)
+				}
+			}
+		}
+		return roles, order
 	}
 	// The runtime's and the engines' own children: OCI runtimes and CNI
 	// plugins (describe tells which; the rest is dropped). The shims'

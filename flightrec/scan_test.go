@@ -274,3 +274,32 @@ func TestCRIDockerd(t *testing.T) {
 		t.Errorf("roles %v, want %v", roles, want)
 	}
 }
+
+// The recorder's looks keep, beside the runtime and its shims, only the
+// commands they run that have lived past StuckCommandAge: a CNI plugin
+// hung on ADD starts a recording at once, a runc passing through does
+// not.
+func TestLooksFindAStuckCommand(t *testing.T) {
+	p, cg := node(t)
+	p.processAt(203, 200, "runc", "S", "runc\x00create\x00abcdef0123456789", "", 0, startedAgo(time.Second))
+	now := btime.Add(1000 * time.Second)
+	r, err := New(Config{Dir: filepath.Join(t.TempDir(), "recordings"), Calls: NewCalls(nil),
+		Source: &fakeSource{}, Endpoint: "unix:///run/containerd/containerd.sock", Proc: p.root, Cgroup: cg.root,
+		Statfs: func(string) error { return nil }, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := r.lookStuck(now)
+	var got []string
+	for _, pr := range stuck {
+		got = append(got, pr.Comm+"/"+pr.Role+"/"+pr.CNICommand)
+	}
+	if want := []string{"bridge/cni/ADD", "runc/oci/"}; !slices.Equal(got, want) {
+		t.Errorf("stuck %v, want %v (the CNI plugin and the runc 95 s old, not the new runc nor iptables)", got, want)
+	}
+	st := triggerState{fraction: DefaultFraction, floor: time.Minute}
+	ok, f := st.step(observation{now: now, threshold: time.Minute, healthy: true, stuck: stuck})
+	if !ok || f.kind != TriggerStuckProcess || f.reason != "the CNI plugin bridge (pid 300) has run ADD for 95 s" {
+		t.Errorf("trigger %t %+v", ok, f)
+	}
+}
