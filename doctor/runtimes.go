@@ -20,7 +20,7 @@ type runtimeKind struct {
 	service, journal string
 	// tasks lists its containers below the CRI; root is its state.
 	tasks, root string
-	// shim is its shims' program; resume resumes a paused container.
+	// shim greps its shims out of ps; resume resumes a paused container.
 	shim, resume string
 	// stacks tells how to have the goroutine stacks of its process pid.
 	stacks func(pid int) string
@@ -29,7 +29,7 @@ type runtimeKind struct {
 var (
 	containerdKind = runtimeKind{
 		name: "containerd", service: "containerd", journal: "journalctl -u containerd",
-		tasks: "ctr -n k8s.io tasks ls", root: "/var/lib/containerd", shim: "containerd-shim-runc-v2",
+		tasks: "ctr -n k8s.io tasks ls", root: "/var/lib/containerd", shim: "containerd-shim",
 		resume: "ctr -n k8s.io tasks resume ID",
 		stacks: func(pid int) string {
 			return fmt.Sprintf("kill -USR1 %s writes containerd's goroutines to its log (journalctl -u containerd); "+
@@ -46,7 +46,7 @@ var (
 	}
 	dockerKind = runtimeKind{
 		name: "cri-dockerd", service: "cri-docker and docker", journal: "journalctl -u cri-docker -u docker",
-		tasks: "docker ps -a", root: "/var/lib/docker", shim: "containerd-shim-runc-v2", resume: "docker unpause ID",
+		tasks: "docker ps -a", root: "/var/lib/docker", shim: "containerd-shim", resume: "docker unpause ID",
 		stacks: func(int) string {
 			return "kill -USR1 $(pidof dockerd), which writes docker's goroutines to a goroutine-stacks-*.log " +
 				"under /var/run/docker (cri-dockerd only translates the CRI to docker's API)"
@@ -56,7 +56,7 @@ var (
 	// and CRI-O both.
 	otherKind = runtimeKind{
 		name: "the runtime", service: "containerd (or crio)", journal: "journalctl -u containerd (or -u crio)",
-		tasks: "crictl ps -a", root: "/var/lib/containerd (or /var/lib/containers)", shim: "containerd-shim or conmon",
+		tasks: "crictl ps -a", root: "/var/lib/containerd (or /var/lib/containers)", shim: "-e containerd-shim -e conmon",
 		resume: "the runtime's resume (ctr tasks resume, runc resume)",
 		stacks: func(pid int) string {
 			return fmt.Sprintf("kill -USR1 %s: containerd writes its goroutines to its log, CRI-O to "+

@@ -39,7 +39,14 @@ func writeProcesses(w *errWriter, ps *flightrec.Processes) {
 	w.printf(")\n")
 	t := w.table()
 	t.row("  PID\tPPID\tROLE\tCOMM\tSTATE\tWCHAN\tAGE\tCPU\tRSS\tWHAT\n")
+	children := 0
 	for _, p := range ps.List {
+		// The containers' own processes are many on a busy node: only
+		// those stuck are shown, the rest counted.
+		if p.Role == flightrec.RoleChild && !p.Held {
+			children++
+			continue
+		}
 		state := p.State
 		if p.Held {
 			state += "*"
@@ -48,6 +55,9 @@ func writeProcesses(w *errWriter, ps *flightrec.Processes) {
 			age(p.AgeSeconds), p.CPUSeconds, p.RSSBytes>>20, what(p))
 	}
 	w.flush(t)
+	if children > 0 {
+		w.printf("  and %d of the containers' processes under the shims (-o json lists them)\n", children)
+	}
 	for _, p := range ps.List {
 		if s := p.Sched; s != nil {
 			w.printf("  %s (pid %d): over %.1f s its %d threads ran %.3f s and waited %.3f s for a CPU\n", p.Comm, p.Pid,

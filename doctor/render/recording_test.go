@@ -49,7 +49,7 @@ func goldenRecording() *flightrec.Recording {
 				Cgroup: &flightrec.Cgroup{CPUPath: "/system.slice/containerd.service", CPUPeriods: 10, PidsPath: "/system.slice/containerd.service", PidsCurrent: 90}},
 			{Pid: 200, PPid: 1, Role: "shim", Comm: "containerd-shim", State: "T", Held: true, WChan: "do_signal_stop", CPUSeconds: 0.25,
 				RSSBytes: 12 << 20, AgeSeconds: 1800, ID: "4e1d0f5a2b3c4d5e6f70", Children: 1},
-			{Pid: 201, PPid: 200, Role: "child", Comm: "evil\x1b[2J", State: "S", WChan: "hrtimer_nanosleep", RSSBytes: 1 << 20, AgeSeconds: 1800},
+			{Pid: 201, PPid: 200, Role: "child", Comm: "evil\x1b[2J", State: "D", Held: true, WChan: "request_wait_answer", RSSBytes: 1 << 20, AgeSeconds: 1800},
 		}},
 		Host: &flightrec.Host{
 			Pressure:      map[string]flightrec.Pressure{"io": {SomeAvg10: 82.25, SomeAvg60: 40, FullAvg10: 60}, "cpu": {SomeAvg10: 1.5}},
