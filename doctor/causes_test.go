@@ -107,6 +107,13 @@ func TestTheCauseIsTheFirstFinding(t *testing.T) {
 			rec.Host.Pressure["cpu"] = flightrec.Pressure{SomeAvg10: 85}
 			inFlight(rec, 70)
 		}, "disk-saturated", "is waiting on the disk: 3 threads in D (1 in io_schedule, 2 in jbd2_log_wait_commit)", Critical},
+		{"the runtime's writes throttled, none waiting yet, the lists hung", func(rec *flightrec.Recording) {
+			change(rec, 100, func(p *flightrec.Process) {
+				p.Cgroup = &flightrec.Cgroup{IOPath: "/blkio/x", IOLimits: []string{"write_bps_device 8:0 16"}}
+			})
+			rec.Host.Pressure["cpu"] = flightrec.Pressure{SomeAvg10: 85}
+			inFlight(rec, 70)
+		}, "disk-saturated", "I/O is throttled: write_bps_device 8:0 16", Warning},
 		{"the runtime starved of CPU by its cgroup", func(rec *flightrec.Recording) {
 			change(rec, 100, func(p *flightrec.Process) {
 				p.Sched = &flightrec.Sched{WindowSeconds: 1, RanSeconds: 0.001, WaitedSeconds: 1.9, Threads: 20}

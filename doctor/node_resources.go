@@ -225,7 +225,9 @@ func pressureLine(res string, p flightrec.Pressure) string {
 func (v *nodeView) disk() []Finding {
 	var ev []string
 	var first string
-	specific := false
+	// specific: the runtime's own processes wait on the disk, or its
+	// cgroup throttles its I/O; io pressure alone is the node's.
+	specific, throttledIO := false, false
 	for _, p := range v.processes() {
 		if p.Role == flightrec.RoleChild || p.Role == flightrec.RoleOther {
 			continue
@@ -243,6 +245,7 @@ func (v *nodeView) disk() []Finding {
 			ev = append(ev, describeProcess(p)+"; in D: "+strings.Trim(waits, "; "))
 		}
 		if c := p.Cgroup; c != nil && p.Role == flightrec.RoleRuntime && slowIO(c.IOLimits) {
+			throttledIO = true
 			ev = append(ev, fmt.Sprintf("%s's I/O cgroup %s throttles it: %s", v.who(p), c.IOPath,
 				strings.Join(c.IOLimits, "; ")))
 			if first == "" {
@@ -273,7 +276,7 @@ func (v *nodeView) disk() []Finding {
 	if sev == "" {
 		return nil
 	}
-	return []Finding{{ID: "disk-saturated", Severity: sev, cause: specific || sev == Critical, Title: first,
+	return []Finding{{ID: "disk-saturated", Severity: sev, cause: specific || throttledIO || sev == Critical, Title: first,
 		Evidence: ev[:min(len(ev), 10)],
 		Action: fmt.Sprintf("The runtime writes its state under %s with fsync, holding a lock the lists wait on. Find the "+
 			"heavy writers (iotop -o, /proc/PID/io) and the device (iostat -x 1), cgroup I/O limits on the runtime "+
