@@ -4,11 +4,11 @@
 package doctor
 
 import (
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/plegkit/pleg/doctor/internal/format"
+	"github.com/plegkit/pleg/flightrec"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -37,10 +37,12 @@ const (
 // is the checks' table of contents; each subject has a file of its own:
 // the runtime itself (assess_runtime.go), the node-wide lists and the
 // workload's size (assess_lists.go), one pod's calls (assess_pods.go),
-// the relist against the threshold (assess_relist.go) and the pleg
-// daemon beside it (assess_daemon.go).
+// the relist against the threshold (assess_relist.go), the pleg daemon
+// beside it (assess_daemon.go), and the node below the CRI
+// (node*.go, the same findings as a flight recording's). The findings
+// are then ranked, the cause first (rank.go).
 func assess(r *Report) {
-	a := &assessment{r: r}
+	a := &assessment{r: r, rt: kindOf(r.Runtime.Name, runtimeComm(r.Node), r.Endpoint)}
 	if !r.Runtime.Reachable {
 		a.unreachable()
 	} else {
@@ -57,7 +59,10 @@ func assess(r *Report) {
 		a.support()
 	}
 	a.daemon()
-	slices.SortStableFunc(a.found, func(x, y Finding) int { return x.Severity.rank() - y.Severity.rank() })
+	if r.Node != nil {
+		a.found = append(a.found, nodeFindings(liveView(r))...)
+	}
+	rankFindings(a.found)
 	r.Findings = append([]Finding{}, a.found...)
 	r.Verdict = Healthy
 	for _, f := range r.Findings {
@@ -73,8 +78,23 @@ func assess(r *Report) {
 }
 
 type assessment struct {
-	r     *Report
+	r *Report
+	// rt is the runtime in use, whose tools the actions name.
+	rt    runtimeKind
 	found []Finding
+}
+
+// runtimeComm is the name of the runtime's process in a node's view.
+func runtimeComm(rec *flightrec.Recording) string {
+	if rec == nil || rec.Processes == nil {
+		return ""
+	}
+	for _, p := range rec.Processes.List {
+		if p.Role == flightrec.RoleRuntime {
+			return p.Comm
+		}
+	}
+	return ""
 }
 
 func (a *assessment) add(f Finding) { a.found = append(a.found, f) }

@@ -62,7 +62,7 @@ func (a *assessment) daemon() {
 					format.Duration(format.Seconds(d.RelistP99Seconds)),
 				),
 			},
-			Action: slowRuntimeAction,
+			Action: a.slowRuntimeAction(),
 		})
 	}
 }

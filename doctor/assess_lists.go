@@ -59,7 +59,7 @@ func (a *assessment) lists() {
 					"the kubelet's relist fails with it, every time: PLEG turns unhealthy after " + a.threshold().String(),
 				},
 				Action: "Read the runtime's logs at the time of the failure; a list that hangs points at a runtime lock held " +
-					"by a stuck operation (take a goroutine dump: kill -USR1 on containerd).",
+					"by a stuck operation: take its goroutine stacks (" + a.rt.stacks(0) + ").",
 			})
 			continue
 		case share >= listNearLimit:
@@ -176,7 +176,10 @@ func (a *assessment) deadContainers() {
 			"remove them with crictl rm $(crictl ps -a -q --state exited).",
 	}
 	if w.ContainersExited >= deadContainers {
-		f.Severity = Warning
+		// Thousands of exited containers weigh on every relist: the
+		// cause of the slow relists beside them.
+		f.Severity, f.cause = Warning, true
+		f.Title = fmt.Sprintf("%d exited containers weigh on every relist", w.ContainersExited)
 	}
 	a.add(f)
 }

@@ -65,7 +65,7 @@ func (a *assessment) hungPods() map[string]bool {
 				),
 			},
 			Action: "Find what blocks it: " + crictl + " hangs the same way; look for its shim (ps -ef | grep " +
-				"containerd-shim), processes in D state (ps -eo pid,stat,cmd | awk '$2 ~ /D/'), " +
+				a.rt.shim + "), processes in D state (ps -eo pid,stat,cmd | awk '$2 ~ /D/'), " +
 				"hung-task and I/O errors in dmesg, an unreachable network volume. Force-deleting the pod or restarting the " +
 				"runtime frees the kubelet's relist; " +
 				"pleg inspects pods in parallel with a per-pod deadline, so one such pod does not stall it.",

@@ -52,7 +52,7 @@ func (a *assessment) relist(hung map[string]bool) {
 				a.threshold(),
 			),
 			Evidence: ev,
-			Action:   slowRuntimeAction,
+			Action:   a.slowRuntimeAction(),
 		})
 	case steady >= alert:
 		a.add(Finding{
@@ -64,19 +64,26 @@ func (a *assessment) relist(hung map[string]bool) {
 				alert,
 			),
 			Evidence: ev,
-			Action:   slowRuntimeAction,
+			Action:   a.slowRuntimeAction(),
 		})
 	case steady > period:
 		a.add(Finding{ID: "relist-slow", Severity: Warning,
 			Title:    fmt.Sprintf("A kubelet relist takes %s, longer than its %v period", format.Duration(steady), period),
-			Evidence: append(ev, "relists run back to back and every event comes that much later"), Action: slowRuntimeAction})
+			Evidence: append(ev, "relists run back to back and every event comes that much later"),
+			Action:   a.slowRuntimeAction()})
 	}
 }
 
-const slowRuntimeAction = "Look at the runtime's load: its CPU (top -p $(pidof containerd)), the disk under " +
-	"/var/lib/containerd (iostat -x 1), " +
-	"its logs for slow or failing operations; and at what the lists carry (exited containers, not-ready sandboxes). " +
-	"Evented mode (pleg --mode auto) relists far less often."
+// slowRuntimeAction is what to look at when the runtime is slow, in the
+// words of the runtime in use.
+func (a *assessment) slowRuntimeAction() string {
+	proc := map[string]string{containerdKind.name: "containerd", crioKind.name: "crio",
+		dockerKind.name: "dockerd"}[a.rt.name]
+	top := "top -p $(pidof " + cmpOr(proc, "containerd") + ")"
+	return "Look at the runtime's load: its CPU (" + top + "), the disk under " + a.rt.root + " (iostat -x 1), " +
+		"its logs for slow or failing operations (" + a.rt.journal + "); and at what the lists carry (exited containers, " +
+		"not-ready sandboxes). Evented mode (pleg --mode auto) relists far less often."
+}
 
 func (a *assessment) p50(op string) float64 {
 	if o := a.operation(op); o != nil {
@@ -122,7 +129,7 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 				),
 				"an idle containerd answers in about a millisecond",
 			},
-			Action: slowRuntimeAction,
+			Action: a.slowRuntimeAction(),
 		})
 	}
 	for _, op := range []string{runtime.OpListPodSandbox, runtime.OpListContainers} {
@@ -140,7 +147,7 @@ func (a *assessment) slowOperations(slow, hung map[string]bool) {
 						o.Calls,
 					),
 				},
-				Action: slowRuntimeAction,
+				Action: a.slowRuntimeAction(),
 			})
 		}
 	}

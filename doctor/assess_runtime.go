@@ -20,11 +20,11 @@ func (a *assessment) unreachable() {
 			"the kubelet's relist fails the same way: PLEG turns unhealthy once the last good relist is older than " +
 				a.threshold().String(),
 		},
-		Action: "Check that the runtime runs and listens there: systemctl status containerd (or crio); " +
-			"journalctl -u containerd --since -30m; crictl --runtime-endpoint " + a.r.Endpoint + " version. " +
+		Action: "Check that the runtime runs and listens there: " + a.rt.systemctl() + "; " + a.rt.journal +
+			" --since -30m; crictl --runtime-endpoint " + a.r.Endpoint + " version. " +
 			"Compare the endpoint with the kubelet's --container-runtime-endpoint. " +
-			"A runtime that accepts the connection but never answers is hung: take a goroutine dump (kill -USR1 on " +
-			"containerd) before restarting it.",
+			"A runtime that accepts the connection but never answers is hung: take its goroutine stacks (" +
+			a.rt.stacks(0) + ") before restarting it.",
 	})
 }
 
@@ -48,7 +48,7 @@ func (a *assessment) runtimeConditions() {
 			a.add(Finding{
 				ID: "runtime-not-ready", Severity: Critical, Title: "The runtime reports itself not ready",
 				Evidence: ev,
-				Action:   "The kubelet marks the node NotReady; read the runtime's logs for why (journalctl -u containerd).",
+				Action:   "The kubelet marks the node NotReady; read the runtime's logs for why (" + a.rt.journal + ").",
 			})
 		case "NetworkReady":
 			a.add(Finding{

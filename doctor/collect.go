@@ -223,6 +223,7 @@ func (d *diagnosis) run(ctx context.Context) {
 	}
 	d.probeEvents(ctx)
 	pods := groupPods(sandboxes, containers)
+	d.rep.names = nameIndex(pods)
 	d.rep.Workload = countWorkload(pods, sandboxes, containers)
 	d.inspect(ctx, pods)
 }
@@ -479,6 +480,22 @@ func groupPods(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Cont
 
 func comparePods(a, b PodRef) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
+}
+
+// nameIndex names the listed pods by UID and by their sandboxes' and
+// containers' IDs, for the node's findings.
+func nameIndex(pods []*podItems) podNames {
+	n := podNames{}
+	for _, p := range pods {
+		n[p.ref.UID] = p.ref
+		for _, sb := range p.sandboxes {
+			n[sb.GetId()] = p.ref
+		}
+		for _, c := range p.containers {
+			n[c.GetId()] = p.ref
+		}
+	}
+	return n
 }
 
 // countWorkload counts what the lists hold.

@@ -13,10 +13,21 @@
 // stream, nothing else. It keeps to a time budget, so that a hung runtime
 // is diagnosed rather than waited for.
 //
+// With Options.Node it also reads the node below the CRI, with the flight
+// recorder's probes (the runtime's processes, its shims, the OCI
+// runtimes and CNI plugins they run, the kubelet and its own PLEG, the
+// host's pressure, memory, PIDs, mounts and kernel log), and names the
+// cause in its first finding: a stopped runtime or shim, a hung mount,
+// PIDs exhausted, a CNI plugin that does not end, a starved runtime or
+// kubelet, before the symptoms seen through the CRI.
+//
 // Where each part lives: the collection (what is asked and timed) in
 // collect.go, summarize.go and daemon.go; the rules (what the figures mean,
-// the findings and the verdict) in assess.go; the report's types in
-// report.go. Package render writes a report as text, JSON or HTML.
+// the findings and the verdict) in assess.go and the files it names, the
+// node's in node*.go, shared with flight recordings (recording.go), the
+// ranking in rank.go, the runtimes' tools in runtimes.go; the report's
+// types in report.go. Package render writes a report as text, JSON or
+// HTML.
 package doctor
 
 import (
@@ -30,6 +41,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	apiclient "github.com/plegkit/pleg/api/client"
+	"github.com/plegkit/pleg/flightrec"
 )
 
 // Defaults of Options.
@@ -96,6 +108,13 @@ type Options struct {
 	// http://host:port, https://host:port or unix:///path, with no TLS
 	// settings or credentials.
 	Server string
+
+	// Node, if set, reads the node below the CRI while the runtime is
+	// diagnosed: the runtime's processes and what they run, the kubelet
+	// and its own PLEG, the host's pressure, memory, PIDs, mounts and
+	// kernel log (a *flightrec.NodeProbe). Its findings join the report's,
+	// drawn by the same code as a flight recording's.
+	Node NodeProber
 
 	// Clock times calls; default the real clock.
 	Clock clock.PassiveClock
@@ -195,8 +214,17 @@ func Diagnose(ctx context.Context, client runtimeapi.RuntimeServiceClient, opts 
 		daemon <- nil
 	}
 
+	node := make(chan *flightrec.Recording, 1)
+	if opts.Node != nil {
+		// Beside the CRI calls, which it must not wait for: a runtime that
+		// hangs is what the node's view explains.
+		go func() { node <- opts.Node.Snapshot(ctx) }()
+	} else {
+		node <- nil
+	}
 	d.run(ctx)
 	d.rep.Daemon = <-daemon
+	d.rep.Node = <-node
 	d.rep.DurationSeconds = seconds(d.clock.Since(d.started))
 	assess(d.rep)
 	return d.rep, nil

@@ -31,24 +31,12 @@ const (
 	threadsInD = 3
 )
 
-// RecordingFindings are the findings a flight recording shows, the worst
-// first: the runtime or a shim stopped or in uninterruptible sleep, the
-// runtime's goroutines piled on one lock, mounts that do not answer,
-// pressure, the kernel's complaints, pleg's calls that hung and the
-// probes that did not answer.
+// RecordingFindings are the findings a flight recording shows, the
+// cause first: the same code judges a recording and pleg doctor's live
+// view of the node (nodeFindings), so a cause is named the same way
+// whether it was kept at the onset or seen now.
 func RecordingFindings(rec *flightrec.Recording) []Finding {
-	var out []Finding
-	out = append(out, processFindings(rec)...)
-	if rec.Runtime != nil {
-		if f, ok := lockFinding(rec.Runtime); ok {
-			out = append(out, f)
-		}
-	}
-	out = append(out, hostFindings(rec)...)
-	out = append(out, plegFindings(rec)...)
-	out = append(out, partFindings(rec)...)
-	slices.SortStableFunc(out, func(x, y Finding) int { return x.Severity.rank() - y.Severity.rank() })
-	return out
+	return nodeFindings(recordingView(rec))
 }
 
 // AddRecording adds to r the findings of rec, named after it, and
@@ -64,7 +52,7 @@ func AddRecording(r *Report, rec *flightrec.Recording, now time.Time) {
 		r.Findings = append(r.Findings, f)
 	}
 	r.Recording = rec.Name
-	slices.SortStableFunc(r.Findings, func(x, y Finding) int { return x.Severity.rank() - y.Severity.rank() })
+	rankFindings(r.Findings)
 	r.Verdict = verdictOf(r.Findings)
 }
 
@@ -82,77 +70,13 @@ func verdictOf(fs []Finding) Verdict {
 	return v
 }
 
-func processFindings(rec *flightrec.Recording) []Finding {
-	if rec.Processes == nil {
-		return nil
-	}
-	var hung []string
-	if rec.Host != nil {
-		hung = rec.Host.HungMounts
-	}
-	var out []Finding
-	for _, p := range rec.Processes.List {
-		who := fmt.Sprintf("%s %s (pid %d)", p.Role, p.Comm, p.Pid)
-		if p.Role == "runtime" {
-			who = fmt.Sprintf("the runtime %s itself (pid %d)", p.Comm, p.Pid)
-		}
-		evidence := []string{fmt.Sprintf("pid %d %s, role %s, state %s, wait channel %q, %.2f s of CPU, %d MiB resident",
-			p.Pid, p.Comm, p.Role, p.State, p.WChan, p.CPUSeconds, p.RSSBytes>>20)}
-		if s := strings.TrimSpace(p.KernelStack); s != "" {
-			evidence = append(evidence, "kernel stack: "+strings.Join(firstLines(s, 6), " | "))
-		}
-		switch {
-		case p.State == "T" || p.State == "t":
-			f := Finding{ID: "recording-process-stopped", Severity: Critical, Evidence: evidence,
-				Title: fmt.Sprintf("%s is stopped (%s)", who, p.State),
-				Action: "a stopped process answers nothing: find what stopped it (SIGSTOP from a person or a tool, a " +
-					"debugger attached, ptrace) and resume it with kill -CONT " + fmt.Sprint(p.Pid)}
-			if p.Role == "runtime" {
-				f.Title = fmt.Sprintf("the runtime %s itself is stopped (%s): pid %d", p.Comm, p.State, p.Pid)
-			}
-			out = append(out, f)
-		case p.State == "D":
-			title := fmt.Sprintf("%s is in uninterruptible sleep (D)", who)
-			if p.WChan != "" {
-				title += " in " + p.WChan
-			}
-			if len(hung) > 0 {
-				title += " while mount " + strings.Join(hung, ", ") + " does not answer"
-			}
-			sev := Warning
-			if p.Role != "child" {
-				sev = Critical
-			}
-			out = append(out, Finding{ID: "recording-process-d-state", Severity: sev, Title: title, Evidence: evidence,
-				Action: "a process in D waits in the kernel, most often on storage or a network file system, and no " +
-					"signal ends it: look at the mount or device its kernel stack names and at the kernel log"})
-		case p.ThreadsD >= threadsInD && p.Role != "child":
-			// One thread in D at one instant is a write under way; several
-			// are a pile-up. The wait channel is the main thread's, not
-			// theirs: left out.
-			title := fmt.Sprintf("%d threads of %s were in uninterruptible sleep (D)", p.ThreadsD, who)
-			if len(hung) > 0 {
-				title += " while mount " + strings.Join(hung, ", ") + " does not answer"
-			}
-			out = append(out, Finding{ID: "recording-process-d-state", Severity: Warning, Title: title, Evidence: evidence,
-				Action: "threads in D wait in the kernel, most often on storage: look at the disk's pressure and the " +
-					"kernel log, and at their kernel stacks (/proc/PID/task/TID/stack) while it lasts"})
-		case p.State == "Z" && p.Role != "child":
-			out = append(out, Finding{ID: "recording-process-zombie", Severity: Warning, Evidence: evidence,
-				Title:  fmt.Sprintf("%s is a zombie: it exited and its parent has not reaped it", who),
-				Action: "its parent (pid " + fmt.Sprint(p.PPid) + ") is stuck or lost track of it"})
-		}
-	}
-	return out
-}
-
 // lockStates are the states a goroutine dump gives a goroutine waiting
 // for a lock.
 var lockStates = []string{"semacquire", "sync.Mutex.Lock", "sync.RWMutex.Lock", "sync.RWMutex.RLock"}
 
 // lockFinding finds many of the runtime's goroutines waiting for a lock
 // taken at one place of its code.
-func lockFinding(rt *flightrec.RuntimeState) (Finding, bool) {
+func lockFinding(rt *flightrec.RuntimeState, kind runtimeKind) (Finding, bool) {
 	waiters := lockWaitersByFrame(rt.Stacks)
 	if len(waiters) == 0 {
 		return Finding{}, false
@@ -180,10 +104,11 @@ func lockFinding(rt *flightrec.RuntimeState) (Finding, bool) {
 	for _, f := range frames[:min(len(frames), 5)] {
 		evidence = append(evidence, fmt.Sprintf("%d wait at %s", f.n, f.at))
 	}
-	return Finding{ID: "recording-lock-contention", Severity: sev, Evidence: evidence,
-		Title: fmt.Sprintf("the runtime's goroutines wait on one lock: %d of them at %s", top.n, top.at),
-		Action: "the goroutine holding that lock is stuck: look in the stacks for the one inside the same code " +
-			"not waiting (often on a shim or the disk), and report it to the runtime's maintainers with the recording"}, true
+	return Finding{ID: "runtime-lock-contention", Severity: sev, Evidence: evidence,
+		Title: fmt.Sprintf("The runtime's goroutines wait on one lock: %d of them at %s", top.n, top.at),
+		Action: fmt.Sprintf("The goroutine holding that lock is stuck: look in the stacks for the one inside the same "+
+			"code not waiting (often on a shim or the disk), and report it to %s's maintainers with the recording "+
+			"(%s).", kind.name, kind.journal)}, true
 }
 
 // lockWaitersByFrame counts, in a goroutine dump (debug=2), the
@@ -222,54 +147,6 @@ func lockWaitersByFrame(stacks string) map[string]int {
 	return out
 }
 
-func hostFindings(rec *flightrec.Recording) []Finding {
-	h := rec.Host
-	if h == nil {
-		return nil
-	}
-	var out []Finding
-	for _, res := range []string{"io", "memory", "cpu"} {
-		p, ok := h.Pressure[res]
-		if !ok || p.SomeAvg10 < pressureWarning {
-			continue
-		}
-		sev := Warning
-		if p.SomeAvg10 >= pressureCritical {
-			sev = Critical
-		}
-		out = append(out, Finding{ID: "recording-pressure", Severity: sev,
-			Title: fmt.Sprintf("%s pressure was %.0f%% at onset", res, p.SomeAvg10),
-			Evidence: []string{fmt.Sprintf("/proc/pressure/%s: some avg10=%.2f avg60=%.2f avg300=%.2f, full avg10=%.2f",
-				res, p.SomeAvg10, p.SomeAvg60, p.SomeAvg300, p.FullAvg10)},
-			Action: pressureAction[res]})
-	}
-	for _, m := range h.HungMounts {
-		out = append(out, Finding{ID: "recording-hung-mount", Severity: Critical,
-			Title: fmt.Sprintf("mount %s does not answer a stat", m),
-			Evidence: []string{fmt.Sprintf("statfs(%s) had not returned by its deadline; %d mounts checked", m,
-				h.MountsChecked)},
-			Action: "a mount that does not answer (a network file system whose server is gone, a dying disk) puts " +
-				"every process touching it, the runtime's included, in D state: fix or force-unmount it"})
-	}
-	if len(h.KernelLog) > 0 {
-		out = append(out, Finding{ID: "recording-kernel-log", Severity: Warning,
-			Title: fmt.Sprintf("the kernel logged %d lines of hung tasks, OOM kills or I/O errors around the onset",
-				len(h.KernelLog)),
-			Evidence: h.KernelLog[:min(len(h.KernelLog), 8)],
-			Action:   "read the whole kernel log around the onset (dmesg -T)"})
-	}
-	return out
-}
-
-var pressureAction = map[string]string{
-	"io": "the disk is saturated: the runtime's own writes (its metadata database, the shims' logs) wait; find " +
-		"the heavy writers (iotop, /proc/PID/io) and the device (iostat -x)",
-	"memory": "the node reclaims memory hard: the runtime stalls in page faults; look at what grew (the pods' " +
-		"memory, the page cache) and at swap",
-	"cpu": "the node's CPUs are saturated: the runtime waits for CPU; look at the pods' CPU limits and reservations " +
-		"for system daemons (--system-reserved)",
-}
-
 func plegFindings(rec *flightrec.Recording) []Finding {
 	if rec.Pleg == nil || len(rec.Pleg.InFlight) == 0 {
 		return nil
@@ -283,37 +160,35 @@ func plegFindings(rec *flightrec.Recording) []Finding {
 	for _, c := range rec.Pleg.InFlight[:min(len(rec.Pleg.InFlight), 8)] {
 		ev = append(ev, fmt.Sprintf("%s %s in flight for %.1f s", c.Op, c.ID, c.Seconds))
 	}
-	return []Finding{{ID: "recording-call-in-flight", Severity: Warning, Operation: c.Op, Evidence: ev,
+	return []Finding{{ID: "call-in-flight", Severity: Warning, Operation: c.Op, Evidence: ev,
 		Title:  fmt.Sprintf("pleg's CRI call %s had been in flight for %.1f s", what, c.Seconds),
-		Action: "the runtime does not answer that call: the processes and stacks of this recording tell where it waits"}}
+		Action: "The runtime does not answer that call: the processes and stacks of this recording tell where it waits."}}
 }
 
-func partFindings(rec *flightrec.Recording) []Finding {
+func partFindings(rec *flightrec.Recording, kind runtimeKind) []Finding {
 	var out []Finding
 	for _, p := range rec.Parts {
 		if !p.TimedOut {
 			continue
 		}
-		f := Finding{ID: "recording-probe-timed-out", Severity: Info,
-			Title: fmt.Sprintf("the probe %s did not answer within its deadline", p.Name),
+		f := Finding{ID: "probe-timed-out", Severity: Info,
+			Title: fmt.Sprintf("The probe %s did not answer within its deadline", p.Name),
 			Evidence: []string{fmt.Sprintf("started %s, abandoned %s", p.Started.UTC().Format(time.RFC3339Nano),
 				p.Finished.UTC().Format(time.RFC3339Nano))},
-			Action: "what it would have read is missing from the recording"}
+			Action: "What it would have read is missing."}
 		switch p.Name {
 		case flightrec.PartRuntimeStacks:
 			f.Severity = Warning
-			f.Title = "the runtime's debug socket did not answer within the probe's deadline: " +
+			f.Title = "The runtime's debug socket did not answer within the probe's deadline: " +
 				"the runtime itself is stuck or stopped"
+			f.Action = "Take its stacks by hand: " + kind.stacks(0) + "."
 		case flightrec.PartVersion:
 			f.Severity = Warning
-			f.Title = "the runtime did not answer CRI Version within the probe's deadline"
+			f.Title = "The runtime did not answer CRI Version within the probe's deadline"
+		case flightrec.PartKubelet:
+			f.Title = "The kubelet's metrics did not answer within the probe's deadline"
 		}
 		out = append(out, f)
 	}
 	return out
-}
-
-func firstLines(s string, n int) []string {
-	lines := strings.Split(s, "\n")
-	return lines[:min(len(lines), n)]
 }

@@ -5,6 +5,8 @@ package doctor
 
 import (
 	"time"
+
+	"github.com/plegkit/pleg/flightrec"
 )
 
 // Verdict is the diagnosis in a word.
@@ -72,6 +74,10 @@ type Finding struct {
 	// Operation is the CRI operation the finding is about, if one, named
 	// as in kubelet_runtime_operations_total's operation_type.
 	Operation string `json:"operation,omitempty"`
+
+	// cause tells the finding names a cause that explains the symptoms
+	// beside it: it is ranked before them (rankFindings).
+	cause bool
 }
 
 // PodRef names a pod.
@@ -111,10 +117,18 @@ type Report struct {
 	// Recording names the flight recording whose findings were added,
 	// if one was.
 	Recording string `json:"recording,omitempty"`
+	// Node is the live view of the node below the CRI, taken by the
+	// flight recorder's probes (Options.Node): the runtime's processes,
+	// its shims and what they run, the kubelet and its PLEG, the host's
+	// pressure, memory, PIDs, mounts and kernel log.
+	Node *flightrec.Recording `json:"node,omitempty"`
 
 	// pods are every inspected pod with its calls, for the assessment and
 	// the charts; too many for the JSON report.
 	pods []*podResult
+	// names are the pods listed, by UID, sandbox and container ID: the
+	// node's findings name the pod of a shim or a runc.
+	names podNames
 }
 
 // RuntimeInfo is what the runtime says of itself.

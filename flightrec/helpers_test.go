@@ -52,12 +52,14 @@ func (p *fakeProc) write(name, content string) {
 // of that socket.
 func (p *fakeProc) process(pid, ppid int, comm, state, cmdline, wchan string, socketInode int) {
 	p.t.Helper()
+	p.processAt(pid, ppid, comm, state, cmdline, wchan, socketInode, 6000)
+}
+
+// processAt adds a process started start ticks (1/100 s) after boot.
+func (p *fakeProc) processAt(pid, ppid int, comm, state, cmdline, wchan string, socketInode int, start uint64) {
+	p.t.Helper()
 	dir := strconv.Itoa(pid)
-	// Fields 3 on: state ppid pgrp session tty tpgid flags minflt cminflt
-	// majflt cmajflt utime stime cutime cstime priority nice threads
-	// itrealvalue starttime ...
-	p.write(dir+"/stat", fmt.Sprintf("%d (%s) %s %d 1 1 0 -1 0 0 0 0 0 250 150 0 0 20 0 1 0 6000 1000 10\n",
-		pid, comm, state, ppid))
+	p.setState(pid, ppid, comm, state, start)
 	p.write(dir+"/status", "Name:\t"+comm+"\nVmRSS:\t  2048 kB\n")
 	p.write(dir+"/wchan", wchan)
 	p.write(dir+"/cmdline", cmdline)
@@ -70,6 +72,15 @@ func (p *fakeProc) process(pid, ppid int, comm, state, cmdline, wchan string, so
 			p.t.Fatal(err)
 		}
 	}
+}
+
+// setState writes a process's stat. Fields 3 on: state ppid pgrp session
+// tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+// priority nice threads itrealvalue starttime ...
+func (p *fakeProc) setState(pid, ppid int, comm, state string, start uint64) {
+	p.t.Helper()
+	p.write(strconv.Itoa(pid)+"/stat", fmt.Sprintf("%d (%s) %s %d 1 1 0 -1 0 0 0 0 0 250 150 0 0 20 0 1 0 %d 1000 10\n",
+		pid, comm, state, ppid, start))
 }
 
 // fakeSource is a generator's status and health, set by the test.

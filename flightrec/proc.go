@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,40 +136,119 @@ func (p Proc) rss(pid int) int64 {
 	return 0
 }
 
-// cmdline is /proc/PID/cmdline, its arguments joined by spaces. Reading it
-// takes the process's memory map lock, which a process stuck in the
-// kernel may hold: callers read it under a deadline.
+// cmdline is /proc/PID/cmdline, its arguments separated by NUL bytes
+// (argv splits them). Reading it takes the process's memory map lock,
+// which a process stuck in the kernel may hold: callers read it under a
+// deadline.
 func (p Proc) cmdline(pid int) string {
 	b, _ := readCapped(p.path(strconv.Itoa(pid), "cmdline"), 4096)
-	return strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+	return strings.TrimRight(string(b), "\x00")
 }
 
-// process reads one process: its stat, wait channel, kernel stack, RSS and
-// the number of its threads in D state.
+// argv splits a command line as cmdline returns it.
+func argv(cmdline string) []string {
+	if cmdline == "" {
+		return nil
+	}
+	return strings.Split(cmdline, "\x00")
+}
+
+// maxEnviron bounds the environment read to find one variable.
+const maxEnviron = 256 << 10
+
+// environVar is the value of one variable of a process's environment, at
+// most 64 bytes of it; "" when it has none or it cannot be read. Nothing
+// else of the environment is kept: it may hold secrets. Reading it takes
+// the memory map lock, as cmdline does: callers read it under a deadline.
+func (p Proc) environVar(pid int, name string) string {
+	b, err := readCapped(p.path(strconv.Itoa(pid), "environ"), maxEnviron)
+	if err != nil {
+		return ""
+	}
+	prefix := []byte(name + "=")
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, prefix); ok {
+			return termSafe(string(v[:min(len(v), 64)]))
+		}
+	}
+	return ""
+}
+
+// termSafe keeps printable ASCII of s: what a process put in its own
+// arguments or environment is data.
+func termSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// maxThreads bounds the threads of one process read.
+const maxThreads = 1024
+
+// schedstat sums /proc/PID/task/*/schedstat: the time its threads ran on
+// a CPU and the time they waited, runnable, for one (the run queue's
+// delay), in nanoseconds since each thread started. A process's own
+// schedstat is its main thread's alone, which in a Go program does little.
+func (p Proc) schedstat(pid int) (ran, waited uint64, threads int, err error) {
+	tasks, err := os.ReadDir(p.path(strconv.Itoa(pid), "task"))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, t := range tasks[:min(len(tasks), maxThreads)] {
+		b, err := readCapped(p.path(strconv.Itoa(pid), "task", t.Name(), "schedstat"), 256)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		r, err1 := strconv.ParseUint(f[0], 10, 64)
+		w, err2 := strconv.ParseUint(f[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		ran, waited, threads = ran+r, waited+w, threads+1
+	}
+	if threads == 0 {
+		return 0, 0, 0, fmt.Errorf("no schedstat for pid %d", pid)
+	}
+	return ran, waited, threads, nil
+}
+
+// process reads one process: its stat, wait channel, kernel stack, RSS,
+// and its threads in D with what they wait in.
 func (p Proc) process(pid int, role string) (Process, error) {
 	st, err := p.readStat(pid)
 	if err != nil {
 		return Process{}, err
 	}
 	pr := Process{Pid: pid, PPid: st.ppid, Comm: st.comm, Role: role, State: st.state, CPUSeconds: st.cpu}
-	if b, err := readCapped(p.path(strconv.Itoa(pid), "wchan"), 256); err == nil {
-		if w := strings.TrimSpace(string(b)); w != "0" {
-			pr.WChan = w
-		}
-	}
+	pr.WChan = p.wchan(strconv.Itoa(pid))
 	if b, err := readCapped(p.path(strconv.Itoa(pid), "stack"), maxKernelStack); err == nil {
 		pr.KernelStack = string(b)
 	}
 	pr.RSSBytes = p.rss(pid)
 	if tasks, err := os.ReadDir(p.path(strconv.Itoa(pid), "task")); err == nil {
-		for _, t := range tasks {
+		for _, t := range tasks[:min(len(tasks), maxThreads)] {
 			tid, err := strconv.Atoi(t.Name())
 			if err != nil || tid == pid {
 				continue
 			}
-			if b, err := readCapped(p.path(strconv.Itoa(pid), "task", t.Name(), "stat"), 4096); err == nil {
-				if ts, err := parseStat(string(b)); err == nil && ts.state == "D" {
-					pr.ThreadsD++
+			b, err := readCapped(p.path(strconv.Itoa(pid), "task", t.Name(), "stat"), 4096)
+			if err != nil {
+				continue
+			}
+			if ts, err := parseStat(string(b)); err == nil && ts.state == "D" {
+				pr.ThreadsD++
+				if w := p.wchan(strconv.Itoa(pid), "task", t.Name()); w != "" && len(pr.ThreadWaits) < 16 {
+					if pr.ThreadWaits == nil {
+						pr.ThreadWaits = map[string]int{}
+					}
+					pr.ThreadWaits[w]++
 				}
 			}
 		}
@@ -179,6 +257,19 @@ func (p Proc) process(pid int, role string) (Process, error) {
 		pr.ThreadsD++
 	}
 	return pr, nil
+}
+
+// wchan is the wait channel of a process or thread (the path under
+// /proc), "" when it runs or cannot be read.
+func (p Proc) wchan(elem ...string) string {
+	b, err := readCapped(p.path(append(elem, "wchan")...), 256)
+	if err != nil {
+		return ""
+	}
+	if w := strings.TrimSpace(string(b)); w != "0" {
+		return termSafe(w)
+	}
+	return ""
 }
 
 // socketInode is the inode of the listening unix socket at path, from
@@ -215,144 +306,6 @@ func (p Proc) socketOwner(pids []int, inode uint64) int {
 		}
 	}
 	return 0
-}
-
-// runtimeNames are the comms of the runtimes' processes, and shimNames
-// those of their shims.
-var (
-	runtimeNames = []string{"containerd", "crio"}
-	shimNames    = []string{"containerd-shim-runc-v2", "containerd-shim", "conmon"}
-)
-
-// isShim tells a shim's comm; the kernel cuts comm at 15 bytes
-// ("containerd-shim" for containerd-shim-runc-v2).
-func isShim(comm string) bool {
-	for _, n := range shimNames {
-		if comm == n || (len(comm) == 15 && strings.HasPrefix(n, comm)) {
-			return true
-		}
-	}
-	return false
-}
-
-// treeOptions say what Tree looks for.
-type treeOptions struct {
-	// socket is the runtime's socket path: its owner is the runtime, and
-	// shims whose command line names it are its shims.
-	socket string
-	// runtimePid is the runtime's process as found before: kept while it
-	// still runs a runtime, sparing the search of every process's
-	// descriptors.
-	runtimePid int
-	// foundBy is how runtimePid was found.
-	foundBy string
-	// perProcess bounds the reading of each process.
-	perProcess time.Duration
-	// children adds the shims' descendants.
-	children bool
-	// cmdlines, if set, keeps the shims' command lines across looks.
-	cmdlines *cmdlineCache
-}
-
-// Tree finds the runtime's process (the owner of the socket, else by
-// name), its shims (those whose command line names the socket, or every
-// shim when none does, as conmon's do not) and, if asked, their
-// descendants, and reads each under perProcess. It lists at most
-// maxProcesses.
-func (p Proc) tree(o treeOptions) (*Processes, error) {
-	pids, err := p.pids()
-	if err != nil {
-		return nil, err
-	}
-	stats := make(map[int]stat, len(pids))
-	for _, pid := range pids {
-		if st, err := p.readStat(pid); err == nil {
-			stats[pid] = st
-		}
-	}
-	out := &Processes{}
-	runtimePid := p.findRuntime(o, pids, stats, out)
-	roles := map[int]string{}
-	var order []int
-	add := func(pid int, role string) {
-		if _, ok := roles[pid]; !ok && len(order) < maxProcesses {
-			roles[pid] = role
-			order = append(order, pid)
-		}
-	}
-	if runtimePid != 0 {
-		add(runtimePid, "runtime")
-	}
-	for _, pid := range p.findShims(o, pids, stats) {
-		add(pid, "shim")
-	}
-	if o.children {
-		children := map[int][]int{}
-		for _, pid := range pids {
-			children[stats[pid].ppid] = append(children[stats[pid].ppid], pid)
-		}
-		for i := 0; i < len(order); i++ {
-			if roles[order[i]] == "runtime" {
-				continue // its children are its shims, found above, or helpers
-			}
-			for _, c := range children[order[i]] {
-				add(c, "child")
-			}
-		}
-	}
-	for _, pid := range order {
-		pr, ok := p.processWithin(pid, roles[pid], o.perProcess)
-		if ok {
-			if pr.TimedOut {
-				pr.Comm, pr.State, pr.PPid = stats[pid].comm, stats[pid].state, stats[pid].ppid
-			}
-			out.List = append(out.List, pr)
-		}
-	}
-	return out, nil
-}
-
-// findRuntime finds the runtime's process: the one found before if it
-// still runs a runtime, else the owner of the socket, else the first by
-// name; 0 if none. It tells out how.
-func (p Proc) findRuntime(o treeOptions, pids []int, stats map[int]stat, out *Processes) int {
-	if st, ok := stats[o.runtimePid]; ok && slices.Contains(runtimeNames, st.comm) {
-		out.FoundBy = o.foundBy
-		return o.runtimePid
-	}
-	if o.socket != "" {
-		if ino := p.socketInode(o.socket); ino != 0 {
-			if pid := p.socketOwner(pids, ino); pid != 0 {
-				out.FoundBy = "socket"
-				return pid
-			}
-		}
-	}
-	for _, pid := range pids {
-		if slices.Contains(runtimeNames, stats[pid].comm) {
-			out.FoundBy = "name"
-			return pid
-		}
-	}
-	return 0
-}
-
-// findShims finds the runtime's shims: those whose command line names
-// the socket, or every shim when none does (conmon's do not).
-func (p Proc) findShims(o treeOptions, pids []int, stats map[int]stat) []int {
-	var shims, named []int
-	for _, pid := range pids {
-		if isShim(stats[pid].comm) {
-			shims = append(shims, pid)
-			if o.socket != "" && strings.Contains(o.cmdlines.get(p, pid, stats[pid].startTick, o.perProcess), o.socket) {
-				named = append(named, pid)
-			}
-		}
-	}
-	if len(named) > 0 {
-		return named
-	}
-	return shims
 }
 
 // cmdlineCache keeps the command lines of processes, which do not

@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/kubeletpleg"
 )
 
 // Defaults of Config.
@@ -95,12 +96,15 @@ type Config struct {
 	// MaxPartBytes the stacks and the kernel log (DefaultMaxPartBytes).
 	PartTimeout  time.Duration
 	MaxPartBytes int64
-	// Proc is the /proc tree ("/proc"), KmsgPath the kernel log
-	// ("/dev/kmsg") and Statfs the mounts' stat (RealStatfs): tests
-	// give their own.
+	// Proc is the /proc tree ("/proc"), Cgroup the cgroup file systems
+	// ("/sys/fs/cgroup"), KmsgPath the kernel log ("/dev/kmsg") and
+	// Statfs the mounts' stat (RealStatfs): tests give their own.
 	Proc     string
+	Cgroup   string
 	KmsgPath string
 	Statfs   Statfs
+	// Kubelet, if set, reads the kubelet's own PLEG into each recording.
+	Kubelet kubeletpleg.Source
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// OnRecording, if set, is told of each recording written, for the
@@ -133,15 +137,6 @@ func (c Config) withDefaults() Config {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
-	if c.Proc == "" {
-		c.Proc = "/proc"
-	}
-	if c.KmsgPath == "" {
-		c.KmsgPath = "/dev/kmsg"
-	}
-	if c.Statfs == nil {
-		c.Statfs = RealStatfs
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -154,21 +149,17 @@ func (c Config) withDefaults() Config {
 // Recorder watches pleg and the runtime's processes and takes a recording
 // at the onset of an incident.
 type Recorder struct {
-	cfg    Config
-	store  Store
-	proc   Proc
-	socket string
-	mounts *mountProber
-	// cmdlines keeps the shims' command lines across looks.
-	cmdlines *cmdlineCache
+	cfg   Config
+	store Store
+	// node probes the runtime's processes and the host, as pleg doctor's
+	// live view does.
+	node *NodeProbe
 
 	taken   *prometheus.CounterVec
 	dropped *prometheus.CounterVec
 
-	mu         sync.Mutex
-	state      triggerState
-	runtimePid int
-	foundBy    string
+	mu    sync.Mutex
+	state triggerState
 	// suspects are the processes in D or T at the last look: stuck
 	// when still so at the next.
 	suspects  map[int]string
@@ -191,12 +182,11 @@ func New(cfg Config) (*Recorder, error) {
 		return nil, fmt.Errorf("flight recorder: fraction %g of the threshold must be at most 1", cfg.Fraction)
 	}
 	r := &Recorder{
-		cfg:      cfg,
-		store:    Store{Dir: cfg.Dir, MaxCount: cfg.MaxCount, MaxBytes: cfg.MaxBytes},
-		proc:     Proc{Root: cfg.Proc},
-		socket:   socketPath(cfg.Endpoint),
-		mounts:   newMountProber(cfg.Statfs),
-		cmdlines: newCmdlineCache(),
+		cfg:   cfg,
+		store: Store{Dir: cfg.Dir, MaxCount: cfg.MaxCount, MaxBytes: cfg.MaxBytes},
+		node: NewNodeProbe(NodeConfig{Endpoint: cfg.Endpoint, Proc: cfg.Proc, Cgroup: cfg.Cgroup, KmsgPath: cfg.KmsgPath,
+			Statfs: cfg.Statfs, KernelLog: cfg.KernelLog, Kubelet: cfg.Kubelet, PartTimeout: cfg.PartTimeout,
+			MaxPartBytes: cfg.MaxPartBytes, Now: cfg.Now}),
 		suspects: map[int]string{},
 		state:    triggerState{fraction: cfg.Fraction, silentGrace: cfg.SilentGrace, floor: cfg.MinInterval},
 		taken: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -308,10 +298,8 @@ func (r *Recorder) lookStuck(now time.Time) []Process {
 		return r.stuck
 	}
 	r.lastStuck = now
-	hint, foundBy := r.runtimePid, r.foundBy
 	r.mu.Unlock()
-	procs, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, foundBy: foundBy,
-		perProcess: 200 * time.Millisecond, cmdlines: r.cmdlines})
+	procs, err := r.node.scan(context.Background(), false)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -320,8 +308,10 @@ func (r *Recorder) lookStuck(now time.Time) []Process {
 	next := map[int]string{}
 	var stuck []Process
 	for _, p := range procs.List {
-		if p.Role == "runtime" {
-			r.runtimePid, r.foundBy = p.Pid, procs.FoundBy
+		if p.Role == RoleOCI || p.Role == RoleCNI {
+			// Kept by the scan only past StuckCommandAge: stuck at once.
+			stuck = append(stuck, p)
+			continue
 		}
 		if p.State == "D" || p.State == "T" || p.State == "t" {
 			next[p.Pid] = p.State

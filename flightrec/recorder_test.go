@@ -31,8 +31,8 @@ func TestProcessTree(t *testing.T) {
 	p.process(201, 200, "pause", "S", "/pause", "sys_pause", 0)
 	p.process(202, 200, "nginx", "D", "nginx", "nfs_wait_on_request", 0)
 	p.process(300, 1, "containerd-shim", "S", "containerd-shim-runc-v2\x00-address\x00/run/other.sock", "ep_poll", 0)
-	got, err := Proc{Root: p.root}.tree(treeOptions{socket: "/run/containerd/containerd.sock", perProcess: time.Second,
-		children: true})
+	got, err := Proc{Root: p.root}.scan(t.Context(), scanOptions{socket: "/run/containerd/containerd.sock",
+		perProcess: time.Second, full: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,15 +43,15 @@ func TestProcessTree(t *testing.T) {
 	for _, pr := range got.List {
 		roles = append(roles, strings.Join([]string{pr.Comm, pr.Role, pr.State}, "/"))
 	}
-	want := []string{"containerd/runtime/S", "containerd-shim/shim/T", "pause/child/S", "nginx/child/D"}
+	want := []string{"containerd/runtime/S", "containerd-shim/shim/T", "nginx/child/D", "pause/child/S"}
 	if !slices.Equal(roles, want) {
-		t.Errorf("processes %v, want %v (the other containerd's shim left out)", roles, want)
+		t.Errorf("processes %v, want %v (the other containerd's shim left out, the stuck before the others)", roles, want)
 	}
 	shim := got.List[1]
 	if shim.WChan != "do_signal_stop" || shim.CPUSeconds != 4 || shim.RSSBytes != 2<<20 || shim.KernelStack == "" {
 		t.Errorf("shim %+v: want its wchan, 4 s of CPU, 2 MiB and its kernel stack", shim)
 	}
-	if got.List[3].ThreadsD != 1 {
+	if got.List[2].ThreadsD != 1 {
 		t.Errorf("nginx in D: %d threads in D, want 1", got.List[3].ThreadsD)
 	}
 }
@@ -60,7 +60,7 @@ func TestRuntimeFoundByNameWithoutSocket(t *testing.T) {
 	p := newFakeProc(t)
 	p.process(100, 1, "crio", "S", "/usr/bin/crio", "", 0)
 	p.process(200, 1, "conmon", "S", "/usr/bin/conmon\x00-c\x00abc", "", 0)
-	got, err := Proc{Root: p.root}.tree(treeOptions{socket: "/run/crio/crio.sock", perProcess: time.Second})
+	got, err := Proc{Root: p.root}.scan(t.Context(), scanOptions{socket: "/run/crio/crio.sock", perProcess: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -93,14 +92,10 @@ func (r *Recorder) Take(ctx context.Context, trigger, reason string, timeline []
 
 // probed is what the parts found, each with how it went.
 type probed struct {
-	view                                        *PlegView
-	version, stacks                             *RuntimeState
-	procs                                       *Processes
-	host                                        *Host
-	hung                                        []string
-	checked                                     int
-	klog                                        []string
-	pPleg, pVer, pProc, pStk, pHost, pMnt, pLog Part
+	view              *PlegView
+	version, stacks   *RuntimeState
+	node              *nodeProbed
+	pPleg, pVer, pStk Part
 }
 
 // mounts is what the mounts part found.
@@ -110,7 +105,9 @@ type mounts struct {
 }
 
 // probe runs every part at once, each in a goroutine of its own under
-// its deadline, and returns when each has ended or been abandoned.
+// its deadline: pleg's own, the runtime's version and stacks, and the
+// node's (NodeProbe's, the same as pleg doctor's live view); it returns
+// when each has ended or been abandoned.
 func (r *Recorder) probe(ctx context.Context, onset time.Time) *probed {
 	now, timeout := r.cfg.Now, r.cfg.PartTimeout
 	var (
@@ -123,44 +120,8 @@ func (r *Recorder) probe(ctx context.Context, onset time.Time) *probed {
 		})
 	})
 	wg.Go(func() { p.version, p.pVer = runPart(ctx, PartVersion, timeout, now, r.runtimeVersion) })
-	wg.Go(func() {
-		p.procs, p.pProc = runPart(ctx, PartProcesses, timeout, now, func(context.Context) (*Processes, partResult) {
-			r.mu.Lock()
-			hint, foundBy := r.runtimePid, r.foundBy
-			r.mu.Unlock()
-			procs, err := r.proc.tree(treeOptions{socket: r.socket, runtimePid: hint, foundBy: foundBy,
-				perProcess: timeout / 4, children: true, cmdlines: r.cmdlines})
-			return procs, partResult{err: err}
-		})
-	})
 	wg.Go(func() { p.stacks, p.pStk = runPart(ctx, PartRuntimeStacks, timeout, now, r.runtimeStacks) })
-	wg.Go(func() {
-		p.host, p.pHost = runPart(ctx, PartHost, timeout, now, func(context.Context) (*Host, partResult) {
-			return r.proc.hostState(), partResult{}
-		})
-	})
-	wg.Go(func() {
-		var m mounts
-		m, p.pMnt = runPart(ctx, PartMounts, timeout, now, func(context.Context) (mounts, partResult) {
-			mps, prefix, err := r.proc.mountPoints()
-			if err != nil {
-				return mounts{}, partResult{err: err}
-			}
-			// The stats' deadline is within the part's, so that the
-			// mounts that did not answer are told, not lost.
-			return mounts{r.mounts.probe(mps, prefix, timeout/2), len(mps)}, partResult{}
-		})
-		p.hung, p.checked = m.hung, m.checked
-	})
-	wg.Go(func() {
-		p.klog, p.pLog = runPart(ctx, PartKernelLog, timeout, now, func(context.Context) ([]string, partResult) {
-			if !r.cfg.KernelLog {
-				return nil, partResult{skipped: "not opted in (--flight-recorder-kernel-log)"}
-			}
-			lines, err := kernelLog(r.cfg.KmsgPath, r.usecSinceBoot(onset.Add(-DefaultKernelLogLookback)), r.cfg.MaxPartBytes)
-			return lines, partResult{err: err}
-		})
-	})
+	wg.Go(func() { p.node = r.node.probe(ctx, onset) })
 	wg.Wait()
 	return &p
 }
@@ -180,8 +141,9 @@ func (r *Recorder) runtimeVersion(ctx context.Context) (*RuntimeState, partResul
 // assemble puts what the parts found into rec, with each part's start
 // and end on the timeline.
 func (r *Recorder) assemble(rec *Recording, p *probed) {
-	rec.Parts = []Part{p.pPleg, p.pVer, p.pProc, p.pStk, p.pHost, p.pMnt, p.pLog}
-	rec.Pleg, rec.Processes = p.view, p.procs
+	n := p.node
+	rec.Parts = []Part{p.pPleg, p.pVer, n.pProc, p.pStk, n.pHost, n.pMnt, n.pLog, n.pK}
+	rec.Pleg = p.view
 	rt := &RuntimeState{Endpoint: r.cfg.Endpoint}
 	if p.version != nil {
 		rt.Name, rt.Version = p.version.Name, p.version.Version
@@ -189,33 +151,8 @@ func (r *Recorder) assemble(rec *Recording, p *probed) {
 	if p.stacks != nil {
 		rt.Stacks, rt.StacksSource = p.stacks.Stacks, p.stacks.StacksSource
 	}
-	if p.procs != nil {
-		for _, pr := range p.procs.List {
-			if pr.Role != "runtime" {
-				continue
-			}
-			rt.Pid = pr.Pid
-			st, err := r.proc.readStat(pr.Pid)
-			boot, berr := r.proc.bootTime()
-			if err == nil && berr == nil {
-				rt.StartedAt = boot.Add(time.Duration(st.startTick) * time.Second / userHZ)
-				rt.UptimeSeconds = rec.Started.Sub(rt.StartedAt).Seconds()
-			}
-		}
-	}
 	rec.Runtime = rt
-	host := p.host
-	if host == nil {
-		host = &Host{} // the part timed out: the mounts and the kernel log are still worth keeping
-	}
-	host.HungMounts, host.MountsChecked, host.KernelLog = p.hung, p.checked, p.klog
-	rec.Host = host
-	for _, part := range rec.Parts {
-		rec.Timeline = append(rec.Timeline,
-			TimelineEntry{At: part.Started, Kind: "part-start", What: part.Name},
-			TimelineEntry{At: part.Finished, Kind: "part-end", What: part.Name, Detail: partOutcome(part)})
-	}
-	slices.SortStableFunc(rec.Timeline, func(a, b TimelineEntry) int { return a.At.Compare(b.At) })
+	r.node.assemble(rec, n)
 }
 
 // write writes rec, drops the oldest past the bounds, counts, logs and
@@ -302,22 +239,11 @@ func (r *Recorder) runtimeStacks(ctx context.Context) (*RuntimeState, partResult
 		return &RuntimeState{Stacks: s, StacksSource: "containerd debug socket " + r.cfg.DebugSocket},
 			partResult{truncated: trunc, err: err}
 	case r.cfg.CRIOStacks:
-		r.mu.Lock()
-		pid := r.runtimePid
-		r.mu.Unlock()
-		s, trunc, err := crioStacks(ctx, r.proc, pid, r.cfg.MaxPartBytes)
+		pid := r.node.runtimePID()
+		s, trunc, err := crioStacks(ctx, r.node.proc, pid, r.cfg.MaxPartBytes)
 		return &RuntimeState{Stacks: s, StacksSource: "CRI-O SIGUSR1 dump of pid " + strconv.Itoa(pid)},
 			partResult{truncated: trunc, err: err}
 	}
 	return nil, partResult{skipped: "no debug socket (--flight-recorder-debug-socket) and CRI-O's dump not opted in " +
 		"(--flight-recorder-crio-stacks)"}
-}
-
-// usecSinceBoot is t in the kernel log's clock, microseconds since boot.
-func (r *Recorder) usecSinceBoot(t time.Time) uint64 {
-	boot, err := r.proc.bootTime()
-	if err != nil || t.Before(boot) {
-		return 0
-	}
-	return uint64(t.Sub(boot).Microseconds())
 }

@@ -4,6 +4,7 @@
 package flightrec
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -75,10 +76,14 @@ func (s *triggerState) active(o observation) []firing {
 	if o.conditionOn {
 		out = append(out, firing{TriggerCondition, "the node condition pleg writes turned on"})
 	}
-	for _, p := range o.stuck {
-		out = append(out, firing{TriggerStuckProcess, fmt.Sprintf("the %s %s (pid %d) is in state %s", p.Role, p.Comm,
-			p.Pid, p.State)})
-		break // one is enough to tell
+	if len(o.stuck) > 0 { // one is enough to tell
+		p := o.stuck[0]
+		reason := fmt.Sprintf("the %s %s (pid %d) is in state %s", p.Role, p.Comm, p.Pid, p.State)
+		if p.Role == RoleOCI || p.Role == RoleCNI {
+			reason = fmt.Sprintf("the %s %s (pid %d) has run %s for %.0f s", map[string]string{RoleOCI: "OCI runtime",
+				RoleCNI: "CNI plugin"}[p.Role], p.Comm, p.Pid, cmp.Or(p.CNICommand, p.Subcommand, "a command"), p.AgeSeconds)
+		}
+		out = append(out, firing{TriggerStuckProcess, reason})
 	}
 	return out
 }

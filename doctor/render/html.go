@@ -16,7 +16,7 @@ import (
 //go:embed report.html.tmpl
 var pageTemplate string
 
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
+var page = template.Must(template.Must(template.New("report").Funcs(nodeFuncs).Funcs(template.FuncMap{
 	"duration": func(s float64) string { return format.Duration(format.Seconds(s)) },
 	"bytes":    format.Bytes,
 	"percent": func(part, whole int) float64 {
@@ -30,7 +30,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"slowestCall": slowestCall,
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"add":         func(a, b int) int { return a + b },
-}).Parse(pageTemplate))
+}).Parse(pageTemplate)).Parse(nodeTemplate))
 
 // htmlView is what the page template reads: the report and its charts.
 type htmlView struct {

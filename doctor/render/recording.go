@@ -136,33 +136,7 @@ func writeRecordingDetails(w *errWriter, rec *flightrec.Recording) {
 			w.printf("  goroutine stacks: %d bytes from %s (-o json shows them)\n", len(rt.Stacks), rt.StacksSource)
 		}
 	}
-	if ps := rec.Processes; ps != nil {
-		w.printf("\nProcesses (the runtime found by %s)\n", ps.FoundBy)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		_, _ = fmt.Fprintln(tw, "  PID\tPPID\tROLE\tCOMM\tSTATE\tWCHAN\tCPU\tRSS")
-		for _, p := range ps.List {
-			_, _ = fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%.2fs\t%d MiB\n", p.Pid, p.PPid, p.Role, termsafe.String(p.Comm),
-				p.State, termsafe.String(p.WChan), p.CPUSeconds, p.RSSBytes>>20)
-		}
-		_ = tw.Flush()
-	}
-	if h := rec.Host; h != nil {
-		w.printf("\nHost: load %.2f %.2f %.2f", h.Load[0], h.Load[1], h.Load[2])
-		if h.PressureAbsent {
-			w.printf("; no pressure stall information on this kernel")
-		}
-		for _, res := range []string{"cpu", "memory", "io"} {
-			if p, ok := h.Pressure[res]; ok {
-				w.printf("; %s pressure %.1f%%", res, p.SomeAvg10)
-			}
-		}
-		w.printf("\n  memory available %d MiB of %d MiB, swap free %d MiB of %d MiB; %d mounts checked, %d not answering\n",
-			h.Memory["MemAvailable"]>>20, h.Memory["MemTotal"]>>20, h.Memory["SwapFree"]>>20, h.Memory["SwapTotal"]>>20,
-			h.MountsChecked, len(h.HungMounts))
-		for _, l := range h.KernelLog {
-			w.printf("  kernel: %s\n", l)
-		}
-	}
+	writeNode(w, rec)
 }
 
 func partWord(p flightrec.Part) string {
@@ -189,11 +163,10 @@ func timeOrNever(t time.Time) string {
 //go:embed recording.html.tmpl
 var recordingTemplate string
 
-var recordingPage = template.Must(template.New("recording").Funcs(template.FuncMap{
+var recordingPage = template.Must(template.Must(template.New("recording").Funcs(template.FuncMap{
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"part":    partWord,
-	"mib":     func(n int64) int64 { return n >> 20 },
-}).Parse(recordingTemplate))
+}).Funcs(nodeFuncs).Parse(recordingTemplate)).Parse(nodeTemplate))
 
 // recordingHTMLView is what the recording page reads.
 type recordingHTMLView struct {

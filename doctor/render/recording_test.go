@@ -26,6 +26,7 @@ func goldenRecording() *flightrec.Recording {
 		{Name: flightrec.PartHost, Started: at(1000), Finished: at(1002)},
 		{Name: flightrec.PartMounts, Started: at(1000), Finished: at(3500)},
 		{Name: flightrec.PartKernelLog, Started: at(1000), Finished: at(1000), Skipped: "not opted in"},
+		{Name: flightrec.PartKubelet, Started: at(1000), Finished: at(1000), Skipped: "no way to read the kubelet's metrics was given"},
 	}
 	rec := &flightrec.Recording{
 		Version: flightrec.FormatVersion, Name: "20261126T120000.000Z-stuck-process", Trigger: flightrec.TriggerStuckProcess,
@@ -42,16 +43,20 @@ func goldenRecording() *flightrec.Recording {
 		},
 		Runtime: &flightrec.RuntimeState{Endpoint: "unix:///run/containerd/containerd.sock", Name: "containerd",
 			Version: "v2.4.2", Pid: 100, UptimeSeconds: 3600},
-		Processes: &flightrec.Processes{FoundBy: "socket", List: []flightrec.Process{
-			{Pid: 100, PPid: 1, Role: "runtime", Comm: "containerd", State: "S", WChan: "futex_wait_queue", CPUSeconds: 12.5, RSSBytes: 80 << 20},
-			{Pid: 200, PPid: 1, Role: "shim", Comm: "containerd-shim", State: "T", WChan: "do_signal_stop", CPUSeconds: 0.25, RSSBytes: 12 << 20},
-			{Pid: 201, PPid: 200, Role: "child", Comm: "evil\x1b[2J", State: "S", WChan: "hrtimer_nanosleep", RSSBytes: 1 << 20},
+		Processes: &flightrec.Processes{FoundBy: "socket", HostView: true, WindowSeconds: 1, List: []flightrec.Process{
+			{Pid: 100, PPid: 1, Role: "runtime", Comm: "containerd", State: "S", WChan: "futex_wait_queue", CPUSeconds: 12.5,
+				RSSBytes: 80 << 20, AgeSeconds: 3600, Sched: &flightrec.Sched{WindowSeconds: 1, RanSeconds: 0.01, WaitedSeconds: 0.002, Threads: 30},
+				Cgroup: &flightrec.Cgroup{CPUPath: "/system.slice/containerd.service", CPUPeriods: 10, PidsPath: "/system.slice/containerd.service", PidsCurrent: 90}},
+			{Pid: 200, PPid: 1, Role: "shim", Comm: "containerd-shim", State: "T", Held: true, WChan: "do_signal_stop", CPUSeconds: 0.25,
+				RSSBytes: 12 << 20, AgeSeconds: 1800, ID: "4e1d0f5a2b3c4d5e6f70", Children: 1},
+			{Pid: 201, PPid: 200, Role: "child", Comm: "evil\x1b[2J", State: "D", Held: true, WChan: "request_wait_answer", RSSBytes: 1 << 20, AgeSeconds: 1800},
 		}},
 		Host: &flightrec.Host{
 			Pressure:      map[string]flightrec.Pressure{"io": {SomeAvg10: 82.25, SomeAvg60: 40, FullAvg10: 60}, "cpu": {SomeAvg10: 1.5}},
 			Load:          [3]float64{3.5, 2.25, 1},
 			Memory:        map[string]int64{"MemTotal": 16 << 30, "MemAvailable": 2 << 30, "SwapTotal": 0, "SwapFree": 0},
 			MountsChecked: 31,
+			PIDs:          &flightrec.PIDs{Max: 32768, ThreadsMax: 192730, InUse: 700},
 		},
 	}
 	for _, p := range parts {

@@ -70,6 +70,10 @@ func Text(out io.Writer, r *doctor.Report) error {
 	w.printf("Verdict: %s\n", verdictLine(r))
 	writeFindings(w, r)
 	writeRuntime(w, r)
+	if r.Node != nil {
+		w.printf("\nThe node below the CRI\n")
+		writeNode(w, r.Node)
+	}
 	writeOperations(w, r)
 	writeLists(w, r)
 	if r.Runtime.Reachable {

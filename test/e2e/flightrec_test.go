@@ -245,7 +245,7 @@ func TestFlightRecShimFrozen(t *testing.T) {
 			t.Errorf("the runtime's pid %d, want containerd's %d", rec.Runtime.Pid, in.Pid())
 		}
 		v := doctorReads(t, stateDir, rec.Name)
-		if !findingOf(v, "recording-process-stopped", fmt.Sprintf("(pid %d) is stopped (T)", shim)) {
+		if !findingOf(v, "shim-stopped", fmt.Sprintf("(pid %d) of sandbox", shim)) {
 			t.Errorf("pleg doctor's findings %+v: want the shim %d stopped", v.Findings, shim)
 		}
 	})
@@ -285,7 +285,7 @@ func TestFlightRecContainerdFrozen(t *testing.T) {
 			}
 		}
 		v := doctorReads(t, stateDir, rec.Name)
-		if !findingOf(v, "recording-process-stopped", fmt.Sprintf("itself is stopped (T): pid %d", pid)) {
+		if !findingOf(v, "runtime-stopped", fmt.Sprintf("containerd (pid %d) is stopped (T): resume it with kill -CONT %d", pid, pid)) {
 			t.Errorf("pleg doctor's findings %+v: want containerd itself stopped", v.Findings)
 		}
 	})
@@ -348,7 +348,7 @@ func TestFlightRecCRIOStacks(t *testing.T) {
 		t.Logf("CRI-O's stacks: %d bytes, from %s", len(rec.Runtime.Stacks), rec.Runtime.StacksSource)
 	}
 	v := doctorReads(t, filepath.Join(dir, "state"), rec.Name)
-	if !findingOf(v, "recording-process-stopped", fmt.Sprintf("shim conmon (pid %d) is stopped (T)", conmon)) {
+	if !findingOf(v, "shim-stopped", fmt.Sprintf("The shim conmon (pid %d)", conmon)) {
 		t.Errorf("pleg doctor's findings %+v: want conmon stopped", v.Findings)
 	}
 }

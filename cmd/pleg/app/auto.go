@@ -26,14 +26,19 @@ const autoEndpoint = "auto"
 
 // autoCandidates are the sockets --runtime-endpoint auto tries, in order,
 // as crictl's default list does: containerd, CRI-O (under /run and
-// /var/run, which most systems link but some do not), and k3s' embedded
-// containerd.
+// /var/run, which most systems link but some do not), k3s' embedded
+// containerd, and cri-dockerd, the CRI in front of docker. cri-dockerd
+// comes last: a docker node also runs docker's own containerd, whose
+// socket answers CRI only where its CRI plugin is on, and then for
+// containers other than docker's.
 func autoCandidates() []string {
 	return []string{
 		"unix:///run/containerd/containerd.sock",
 		"unix:///run/crio/crio.sock",
 		"unix:///var/run/crio/crio.sock",
 		"unix:///run/k3s/containerd/containerd.sock",
+		"unix:///run/cri-dockerd.sock",
+		"unix:///var/run/cri-dockerd.sock",
 	}
 }
 
@@ -222,4 +227,15 @@ func (a *autoRuntime) Close() error {
 		return rt.Close()
 	}
 	return nil
+}
+
+// present is the first candidate whose socket exists, or "": a runtime
+// there that does not answer may be hung, which pleg doctor diagnoses.
+func present(candidates []string) string {
+	for _, ep := range candidates {
+		if _, err := os.Stat(strings.TrimPrefix(ep, "unix://")); err == nil {
+			return ep
+		}
+	}
+	return ""
 }

@@ -182,3 +182,31 @@ func TestAutoDaemonWaitsForItsRuntime(t *testing.T) {
 		return !d.Cache.GlobalTime().IsZero() && len(d.Cache.GetAll()) == 2
 	})
 }
+
+// auto knows cri-dockerd's socket, under /run and /var/run, after the
+// runtimes whose sockets a docker node may also have.
+func TestAutoKnowsCRIDockerd(t *testing.T) {
+	c := autoCandidates()
+	if c[len(c)-2] != "unix:///run/cri-dockerd.sock" || c[len(c)-1] != "unix:///var/run/cri-dockerd.sock" {
+		t.Errorf("candidates %v: want cri-dockerd's sockets last", c)
+	}
+}
+
+// pleg doctor with auto, when no runtime answers, diagnoses the first
+// socket there: a hung or stopped runtime is a diagnosis, not an error.
+func TestDoctorAutoDiagnosesARuntimeThatDoesNotAnswer(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "crio.sock")
+	if err := os.WriteFile(stale, nil, 0o600); err != nil { // nothing listens
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	cmd := newCommand(&out, &errOut, []string{"unix://" + dir + "/containerd.sock", "unix://" + stale})
+	cmd.SetArgs([]string{"doctor", "-r", "auto", "--budget", "8s", "--node-probe=false", "--state-dir", ""})
+	code := execute(context.Background(), cmd, &errOut)
+	if code != 2 || !strings.Contains(out.String(), "pleg doctor: unix://"+stale) ||
+		!strings.Contains(out.String(), "The container runtime does not answer") ||
+		!strings.Contains(out.String(), "journalctl -u crio") {
+		t.Errorf("exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}

@@ -40,6 +40,17 @@ verdict with ranked findings, each with its evidence and an action. It only
 reads: Version, Status, the list and status calls and the event stream; it
 changes nothing.
 
+Below the CRI it reads the node as pleg run's flight recorder does
+(--node-probe): the runtime's processes, its shims and the runc and CNI
+plugin processes they run with their ages, processes stuck in D or T, the
+kubelet and its wait for a CPU, PIDs against pid_max and the pids cgroups,
+pressure, memory, mounts that do not answer and the kernel log; and the
+kubelet's own PLEG from its metrics (--kubelet). The first finding names
+the cause: a runtime or shim stopped, a mount that hangs, PIDs used up, a
+CNI plugin that does not end, the disk, the CPU or memory, a starved
+kubelet, before the symptoms seen through the CRI. Every read is bounded
+in time and size, and nothing is signalled.
+
 It keeps to --budget: pods it has no time for are left out and the
 projections extrapolated from those it inspected; a call without an answer
 within --timeout (default 10s, at most a quarter of the budget) is reported
@@ -76,6 +87,7 @@ type doctorFlags struct {
 	output      string
 	htmlFile    string
 	stateDir    string
+	node        nodeFlags
 }
 
 func newDoctorCommand(g *global) *cobra.Command {
@@ -90,7 +102,7 @@ func newDoctorCommand(g *global) *cobra.Command {
 			var err error
 			o.daemon, err = o.server.client()
 			return errors.Join(err, oneOf("output", o.output, "text", "json"),
-				notZero(cmd.Flags(), "budget", "concurrency"), o.options(g).Validate())
+				notZero(cmd.Flags(), "budget", "concurrency"), o.options(g).Validate(), o.node.validate())
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
@@ -106,6 +118,7 @@ func newDoctorCommand(g *global) *cobra.Command {
 		`read-only: kubectl exec ... -- pleg doctor --html - > page.html)`)
 	f.StringVar(&o.stateDir, "state-dir", daemon.DefaultStateDir, "pleg run's state directory: the findings of its "+
 		"newest flight recording join the verdict (one older than an hour as info); \"\" reads none")
+	o.node.register(f)
 	cmd.AddCommand(newDoctorRecordingsCommand(g))
 	return cmd
 }
@@ -128,12 +141,17 @@ func (o *doctorFlags) options(g *global) doctor.Options {
 // run diagnoses the node, writes the report, and exits with the verdict's
 // status.
 func (o *doctorFlags) run(cmd *cobra.Command, g *global) error {
-	rt, err := g.runtime(doctor.DefaultCallTimeout)
+	rt, err := g.doctorRuntime(doctor.DefaultCallTimeout)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	report, err := doctor.Diagnose(cmd.Context(), rt.Client(), o.options(g))
+	opts := o.options(g)
+	opts.Endpoint = rt.Endpoint()
+	if p := o.node.prober(rt.Endpoint(), o.budget); p != nil {
+		opts.Node = p
+	}
+	report, err := doctor.Diagnose(cmd.Context(), rt.Client(), opts)
 	if err != nil {
 		return err
 	}

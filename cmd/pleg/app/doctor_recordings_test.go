@@ -55,7 +55,7 @@ func TestDoctorRecordings(t *testing.T) {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
 	if code != 2 || v.Recording.Name != names[1] || v.Verdict != doctor.Unhealthy ||
-		v.Findings[0].ID != "recording-process-stopped" {
+		v.Findings[0].ID != "shim-stopped" {
 		t.Errorf("latest: exit %d, %s, %s, findings %+v", code, v.Recording.Name, v.Verdict, v.Findings)
 	}
 	code, out, _ = execArgs(t, "doctor", "recordings", names[0], "--state-dir", stateDir)

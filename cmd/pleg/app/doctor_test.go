@@ -44,13 +44,13 @@ func TestDoctorExitStatus(t *testing.T) {
 		return r
 	}
 	healthy := simtest.Start(t, sim.Options{Pods: 3, Containers: 2})
-	code, out, errOut := execArgs(t, "doctor", "-r", healthy.Endpoint(), "--budget", "20s", "-o", "json")
+	code, out, errOut := execArgs(t, "doctor", "-r", healthy.Endpoint(), "--budget", "20s", "-o", "json", "--node-probe=false")
 	if r := report(t, out); code != r.Verdict.ExitCode() || r.Verdict == doctor.Unhealthy || errOut != "" {
 		t.Errorf("healthy runtime: exit %d, verdict %s, findings %+v\n%s", code, r.Verdict, r.Findings, errOut)
 	}
 
 	piled := simtest.Start(t, sim.Options{Pods: 20, Containers: 1, Exited: 60})
-	code, out, _ = execArgs(t, "doctor", "-r", piled.Endpoint(), "--sample", "2", "-o", "json")
+	code, out, _ = execArgs(t, "doctor", "-r", piled.Endpoint(), "--sample", "2", "-o", "json", "--node-probe=false")
 	r := report(t, out)
 	dead := slices.ContainsFunc(r.Findings, func(f doctor.Finding) bool { return f.ID == "dead-containers" })
 	if code != r.Verdict.ExitCode() || code < 1 || !dead {
@@ -59,7 +59,7 @@ func TestDoctorExitStatus(t *testing.T) {
 
 	page := filepath.Join(t.TempDir(), "report.html")
 	nowhere := "unix://" + t.TempDir() + "/none.sock"
-	code, out, _ = execArgs(t, "doctor", "-r", nowhere, "--html", page)
+	code, out, _ = execArgs(t, "doctor", "-r", nowhere, "--html", page, "--node-probe=false")
 	if code != 2 || !strings.Contains(out, "Verdict: UNHEALTHY") || !strings.Contains(out, "The container runtime does not answer") {
 		t.Errorf("unreachable runtime: exit %d\n%s", code, out)
 	}
@@ -137,7 +137,7 @@ func TestDoctorHTMLNeverWritesThroughASymlink(t *testing.T) {
 func TestDoctorInThePod(t *testing.T) {
 	s := simtest.Start(t, sim.Options{Pods: 2, Containers: 1})
 	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", s.Endpoint())
-	code, out, errOut := execArgs(t, "doctor", "--budget", "20s", "--html", "-")
+	code, out, errOut := execArgs(t, "doctor", "--budget", "20s", "--html", "-", "--node-probe=false")
 	if code == 2 || !strings.HasPrefix(out, "<!DOCTYPE html>") || !strings.HasSuffix(strings.TrimSpace(out), "</html>") {
 		t.Errorf("--html -: exit %d, stdout starts %q, ends %q", code, head(out, 40), tail(out, 40))
 	}
@@ -164,7 +164,7 @@ func TestEveryCommandHonoursTheEnvironmentsEndpoint(t *testing.T) {
 	if code, out, errOut := execArgs(t, "pods"); code != 0 || strings.Count(out, "\n") < 3 {
 		t.Errorf("pods: exit %d, %q %q", code, out, errOut)
 	}
-	code, out, _ := execArgs(t, "doctor", "--budget", "20s", "-o", "json")
+	code, out, _ := execArgs(t, "doctor", "--budget", "20s", "-o", "json", "--node-probe=false")
 	var r doctor.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code == 2 || !strings.Contains(out, "pleg-sim") {
 		t.Errorf("doctor: exit %d, %v\n%s", code, err, out)

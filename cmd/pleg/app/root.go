@@ -245,6 +245,24 @@ func (g *global) runtime(def time.Duration) (*cri.Runtime, error) {
 	return rt, nil
 }
 
+// doctorRuntime is the runtime pleg doctor diagnoses: with auto, the one
+// found, or else the first candidate whose socket exists, so that a
+// runtime that is hung or stopped is diagnosed, not passed over.
+func (g *global) doctorRuntime(def time.Duration) (*cri.Runtime, error) {
+	rt, err := g.runtime(def)
+	if err == nil || g.endpoint != autoEndpoint {
+		return rt, err
+	}
+	ep := present(g.candidates)
+	if ep == "" {
+		return nil, err
+	}
+	g.log.Warn("--runtime-endpoint auto: no runtime answers; diagnosing the first socket there", "endpoint", ep,
+		"err", err)
+	g.endpoint = ep
+	return g.runtimeAt(ep, def)
+}
+
 // servedRuntime is the runtime of a command that runs until stopped: it
 // tells its version, for waiting on it, and closes.
 type servedRuntime interface {
