@@ -30,6 +30,7 @@ import (
 	"github.com/plegkit/pleg/api"
 	"github.com/plegkit/pleg/flightrec"
 	"github.com/plegkit/pleg/journal"
+	"github.com/plegkit/pleg/kubeletpleg"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/otlpexport"
@@ -102,6 +103,10 @@ type Config struct {
 	// Profiling serves Go's profiles under /debug/pprof/ on Listen.
 	Profiling bool
 	Logger    *slog.Logger
+	// Kubelet, if set, reads the kubelet's own PLEG from its metrics,
+	// every 10 s: pleg_kubelet_pleg_last_seen_seconds, the node condition's
+	// KubeletRelistBehind, and in each flight recording.
+	Kubelet kubeletpleg.Source
 	// LogDropped, if set, counts the log lines dropped because the log's
 	// reader did not keep up (package internal/logsink):
 	// pleg_log_lines_dropped_total.
@@ -135,6 +140,8 @@ type Daemon struct {
 	// check asks for the runtime's Status as the kubelet does; nil for a
 	// runtime without Status.
 	check *runtimecheck.Check
+	// kubelet reads the kubelet's own PLEG; nil without Config.Kubelet.
+	kubelet *kubeletWatch
 }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
@@ -222,8 +229,13 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	if d.check, err = newRuntimeCheck(cfg, ops); err != nil {
 		return err
 	}
+	if cfg.Kubelet != nil {
+		if d.kubelet, err = newKubeletWatch(cfg.Kubelet, d.Registry); err != nil {
+			return err
+		}
+	}
 	view := runtimeView{gen: gen, calls: calls, check: d.check}
-	kube, err := newKubeReporter(cfg, gen, view, d.Registry)
+	kube, err := newKubeReporter(cfg, gen, view, d.kubelet, d.Registry)
 	if err != nil {
 		return err
 	}
@@ -452,6 +464,7 @@ const shutdownTimeout = api.DefaultWriteTimeout + 5*time.Second
 func (d *Daemon) Run(ctx context.Context) error {
 	d.Gen.Start()
 	stopCheck := startRuntimeCheck(d.check)
+	stopKubelet := startKubeletWatch(d.kubelet)
 	stopKube := startKube(d.kube, d.cfg.Logger)
 	stopVersion := d.startVersionWatch()
 	stopRecorder := startRecorder(d.Recorder, d.cfg.Logger)
@@ -502,6 +515,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = s.lis.Close()
 	}
 	stopKube()
+	stopKubelet()
 	stopCheck()
 	stopVersion()
 	stopRecorder()

@@ -78,6 +78,9 @@ func newFlightRecorder(cfg Config, calls *flightrec.Calls, gen *pleg.Generator, 
 		Logger:      cfg.Logger.With("component", "flightrec"),
 		Registerer:  reg,
 	}
+	if cfg.Kubelet != nil {
+		rc.Kubelet = cfg.Kubelet
+	}
 	if v, ok := cfg.Runtime.(flightrec.Versioner); ok {
 		rc.Runtime = v
 	}

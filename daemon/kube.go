@@ -17,7 +17,8 @@ import (
 // newKubeReporter returns the reporter into the Kubernetes API that
 // cfg.Kube asks for, or nil. It reads the generator's status and, when the
 // runtime tells them, its list sizes; its counter joins reg.
-func newKubeReporter(cfg Config, gen *pleg.Generator, rt kubereport.RuntimeState, reg prometheus.Registerer,
+func newKubeReporter(cfg Config, gen *pleg.Generator, rt kubereport.RuntimeState, kubelet *kubeletWatch,
+	reg prometheus.Registerer,
 ) (*kubereport.Reporter, error) {
 	if cfg.Kube == nil {
 		return nil, nil
@@ -30,6 +31,9 @@ func newKubeReporter(cfg Config, gen *pleg.Generator, rt kubereport.RuntimeState
 	}
 	if kc.Runtime == nil {
 		kc.Runtime = rt
+	}
+	if kc.Kubelet == nil && kubelet != nil {
+		kc.Kubelet = kubelet
 	}
 	return kubereport.New(gen, kc)
 }

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/kubeletpleg"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtimecheck"
 )
@@ -36,6 +37,7 @@ const (
 	ReasonRuntimeUnreachable  = "RuntimeUnreachable"
 	ReasonRuntimeNotReady     = "RuntimeNotReady"
 	ReasonRuntimeSlow         = "RuntimeSlow"
+	ReasonKubeletRelistBehind = "KubeletRelistBehind"
 	ReasonListTooLarge        = "ListTooLarge"
 	ReasonRelistFailing       = "RelistFailing"
 	ReasonRelistOverThreshold = "RelistOverThreshold"
@@ -91,6 +93,10 @@ type observed struct {
 	status  pleg.Status
 	runtime runtimecheck.State
 	sizes   runtime.ListSizes
+	// kubelet is the last reading of the kubelet's own PLEG, when
+	// kubeletRead.
+	kubelet     kubeletpleg.Reading
+	kubeletRead bool
 }
 
 // assess turns what was observed into the condition. A list failure
@@ -122,6 +128,9 @@ func assess(o observed, now time.Time, grace time.Duration) (v verdict, known bo
 		causes = append(causes, c)
 	}
 	if c, ok := hungPods(st.FailingPods); ok {
+		causes = append(causes, c)
+	}
+	if c, ok := kubeletBehind(o, now); ok {
 		causes = append(causes, c)
 	}
 	if c, ok := listSize(o.sizes); ok {
@@ -166,6 +175,32 @@ func notAnswering(rs runtimecheck.State, now time.Time) (cause, bool) {
 		msg += ": " + oneLine(rs.Err)
 	}
 	return cause{ReasonRuntimeUnreachable, msg + "; the kubelet's runtime check and relist wait on it too"}, true
+}
+
+// KubeletRelistThreshold is the kubelet's own PLEG's health threshold,
+// which it does not let anyone change (genericPlegRelistThreshold).
+const KubeletRelistThreshold = 3 * time.Minute
+
+// kubeletBehind reports the kubelet's own PLEG not seen active for half
+// the threshold. pleg reads it every 10 s: its last-seen then lags by no
+// more than that and a scrape on a healthy node. Beside pleg's own
+// relists succeeding, it says the kubelet itself is starved or stuck.
+func kubeletBehind(o observed, now time.Time) (cause, bool) {
+	const threshold = KubeletRelistThreshold
+	if !o.kubeletRead || o.kubelet.LastSeen.IsZero() {
+		return cause{}, false
+	}
+	age := now.Sub(o.kubelet.LastSeen)
+	if age < threshold/2 {
+		return cause{}, false
+	}
+	msg := fmt.Sprintf("the kubelet's own PLEG was last seen active %s ago, at %s (its kubelet_pleg_last_seen_seconds)",
+		age.Round(time.Second), stamp(o.kubelet.LastSeen))
+	if last := o.status.LastRelist; !last.IsZero() && now.Sub(last) < time.Minute {
+		msg += fmt.Sprintf(", while pleg's relists of the same runtime succeed (the last at %s): the kubelet itself is "+
+			"starved or stuck", stamp(last))
+	}
+	return cause{ReasonKubeletRelistBehind, msg + fmt.Sprintf("; it reports PLEG not healthy at %v", threshold)}, true
 }
 
 // runtimeNotReady reports a runtime that answers, and says itself not

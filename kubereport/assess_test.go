@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/kubeletpleg"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtimecheck"
 )
@@ -37,6 +38,8 @@ func TestAssess(t *testing.T) {
 		sizes  runtime.ListSizes
 		// runtime is the runtime check's state.
 		runtime runtimecheck.State
+		// kubelet is the kubelet's own PLEG, as last read.
+		kubelet *kubeletpleg.Reading
 		known   bool
 		reason  string
 		// message holds these, in order, and none of without
@@ -126,6 +129,28 @@ func TestAssess(t *testing.T) {
 			name:    "the runtime answers a little slowly",
 			runtime: runtimecheck.State{Latency: runtimecheck.Slow - time.Millisecond},
 			known:   true, reason: ReasonHealthy,
+		},
+		{
+			name:    "the kubelet's PLEG behind while pleg's relists succeed",
+			kubelet: &kubeletpleg.Reading{LastSeen: t0.Add(-100 * time.Second)},
+			known:   true, reason: ReasonKubeletRelistBehind,
+			message: []string{"the kubelet's own PLEG was last seen active 1m40s ago", "the kubelet itself is starved or stuck",
+				"PLEG not healthy at 3m0s"},
+		},
+		{
+			name:    "the kubelet's PLEG seen within half its threshold",
+			kubelet: &kubeletpleg.Reading{LastSeen: t0.Add(-89 * time.Second)},
+			known:   true, reason: ReasonHealthy,
+		},
+		{
+			name: "the kubelet's PLEG behind with pleg's: the runtime is named first",
+			status: func(s *pleg.Status) {
+				s.ListFailingSince, s.ListError, s.LastRelist = t0.Add(-2*time.Minute), down, t0.Add(-2*time.Minute)
+			},
+			kubelet: &kubeletpleg.Reading{LastSeen: t0.Add(-2 * time.Minute)},
+			known:   true, reason: ReasonRuntimeUnreachable,
+			message: []string{"(also RelistNearThreshold, KubeletRelistBehind)"},
+			without: []string{"starved or stuck"},
 		},
 		{
 			name: "the runtime says it is not ready",
@@ -247,7 +272,11 @@ func TestAssess(t *testing.T) {
 			if tt.status != nil {
 				tt.status(&st)
 			}
-			v, known := assess(observed{status: st, runtime: tt.runtime, sizes: tt.sizes}, t0, DefaultGrace)
+			o := observed{status: st, runtime: tt.runtime, sizes: tt.sizes}
+			if tt.kubelet != nil {
+				o.kubelet, o.kubeletRead = *tt.kubelet, true
+			}
+			v, known := assess(o, t0, DefaultGrace)
 			if known != tt.known {
 				t.Fatalf("known = %v, want %v (%+v)", known, tt.known, v)
 			}

@@ -45,6 +45,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/kubeletpleg"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtimecheck"
 )
@@ -98,6 +99,12 @@ type RuntimeState interface {
 	State() runtimecheck.State
 }
 
+// KubeletState is the last reading of the kubelet's own PLEG, and
+// whether there is one.
+type KubeletState interface {
+	Reading() (kubeletpleg.Reading, bool)
+}
+
 // Client is the part of the Kubernetes API the reporter writes to; a
 // kubernetes.Interface is one, and so is NewClient's.
 type Client interface {
@@ -116,6 +123,9 @@ type Config struct {
 	// Runtime, if set, tells how the runtime answers its Status, asked
 	// as the kubelet asks it (runtimecheck.Check).
 	Runtime RuntimeState
+	// Kubelet, if set, tells what the kubelet's own PLEG said when it
+	// was last read.
+	Kubelet KubeletState
 	// Clock, Logger and Registerer default to the real clock,
 	// slog.Default() and none.
 	Clock      clock.WithTicker
@@ -334,7 +344,11 @@ func (r *Reporter) observe(recorder events.EventRecorder, now time.Time) {
 	if r.cfg.Runtime != nil {
 		rs = r.cfg.Runtime.State()
 	}
-	if v, known := assess(observed{status: st, runtime: rs, sizes: sizes}, now, r.cfg.Grace); known {
+	o := observed{status: st, runtime: rs, sizes: sizes}
+	if r.cfg.Kubelet != nil {
+		o.kubelet, o.kubeletRead = r.cfg.Kubelet.Reading()
+	}
+	if v, known := assess(o, now, r.cfg.Grace); known {
 		r.writer.set(v, now)
 	}
 	for _, e := range r.notices.next(st, now) {

@@ -38,7 +38,12 @@ type nodeFlags struct {
 	procRoot   string
 	cgroupRoot string
 	kernelLog  bool
+	kubeletFlags
+}
 
+// kubeletFlags say how to read the kubelet's own PLEG from its metrics:
+// pleg doctor's and pleg run's.
+type kubeletFlags struct {
 	kubelet          string
 	tokenFile        string
 	caFile           string
@@ -57,7 +62,13 @@ func (n *nodeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&n.cgroupRoot, "cgroup-root", "/sys/fs/cgroup", "the cgroup file systems to read")
 	f.BoolVar(&n.kernelLog, "kernel-log", true, "read the kernel log's lines of hung tasks, OOM kills and I/O errors of "+
 		"the last 15 minutes (/dev/kmsg, else syslog(2); needs CAP_SYSLOG where kernel.dmesg_restrict is 1)")
-	f.StringVar(&n.kubelet, "kubelet", kubeletAuto, `read the kubelet's own PLEG from its metrics: "auto" reads `+
+	n.kubeletFlags.register(f, kubeletAuto, true)
+}
+
+// register declares the kubelet's flags, --kubelet's default def;
+// withKubeconfig declares --kubeconfig too (pleg run has its own).
+func (n *kubeletFlags) register(f *pflag.FlagSet, def string, withKubeconfig bool) {
+	f.StringVar(&n.kubelet, "kubelet", def, `read the kubelet's own PLEG from its metrics: "auto" reads `+
 		`https://$NODE_IP:10250 with the pod's service account in a pod, through the API server's node proxy with `+
 		`--kubeconfig or $KUBECONFIG, and https://127.0.0.1:10250 with --kubelet-token-file; or the kubelet's URL `+
 		`(https://HOST:10250); "none" skips it`)
@@ -67,14 +78,16 @@ func (n *nodeFlags) register(f *pflag.FlagSet) {
 		"cluster's CA, which signs it with serverTLSBootstrap)")
 	f.BoolVar(&n.insecure, "kubelet-insecure-skip-tls-verify", false, "trust whatever certificate the kubelet's port "+
 		"presents (kubelets serve a self-signed one by default); the credential goes to whatever listens there")
-	f.StringVar(&n.kubeconfig, "kubeconfig", "", "a kubeconfig: read the kubelet through the API server's node proxy "+
-		"(needs get on nodes/proxy), or, with --kubelet URL, its credentials for the kubelet's port")
-	f.StringVar(&n.nodeName, "node-name", "", "the node, for the node proxy (default: $NODE_NAME, else the host name)")
+	if withKubeconfig {
+		f.StringVar(&n.kubeconfig, "kubeconfig", "", "a kubeconfig: read the kubelet through the API server's node proxy "+
+			"(needs get on nodes/proxy), or, with --kubelet URL, its credentials for the kubelet's port")
+		f.StringVar(&n.nodeName, "node-name", "", "the node, for the node proxy (default: $NODE_NAME, else the host name)")
+	}
 	n.serviceAccountAt = kubeletpleg.ServiceAccountTokenFile
 }
 
 // validate checks the words and combinations the flags allow.
-func (n *nodeFlags) validate() error {
+func (n *kubeletFlags) validate() error {
 	switch {
 	case n.kubelet == kubeletNone || n.kubelet == kubeletAuto:
 	case strings.HasPrefix(n.kubelet, "https://") || strings.HasPrefix(n.kubelet, "http://"):
@@ -107,7 +120,7 @@ func (n *nodeFlags) prober(endpoint string, timeout time.Duration) *flightrec.No
 
 // kubeletSource builds the way to the kubelet's metrics the flags say;
 // nil when there is none.
-func (n *nodeFlags) kubeletSource(timeout time.Duration) (kubeletpleg.Source, error) {
+func (n *kubeletFlags) kubeletSource(timeout time.Duration) (kubeletpleg.Source, error) {
 	f, err := n.fetcher()
 	if f == nil || err != nil {
 		return nil, err
@@ -115,7 +128,7 @@ func (n *nodeFlags) kubeletSource(timeout time.Duration) (kubeletpleg.Source, er
 	return kubeletpleg.New(f, kubeletpleg.Options{Timeout: timeout}), nil
 }
 
-func (n *nodeFlags) fetcher() (kubeletpleg.Fetcher, error) {
+func (n *kubeletFlags) fetcher() (kubeletpleg.Fetcher, error) {
 	kubeconfig := n.kubeconfig
 	if kubeconfig == "" && n.kubelet == kubeletAuto {
 		kubeconfig = os.Getenv("KUBECONFIG")
@@ -166,7 +179,7 @@ func (n *nodeFlags) fetcher() (kubeletpleg.Fetcher, error) {
 
 // podCA takes, in a pod, the cluster's CA for the kubelet's where none
 // is given: it is the kubelet's with serverTLSBootstrap.
-func (n *nodeFlags) podCA(o *kubeletpleg.DirectOptions, inPod bool) {
+func (n *kubeletFlags) podCA(o *kubeletpleg.DirectOptions, inPod bool) {
 	ca := strings.TrimSuffix(n.serviceAccountAt, "token") + "ca.crt"
 	if o.CAFile == "" && !o.InsecureSkipVerify && inPod && fileExists(ca) {
 		o.CAFile = ca
@@ -175,7 +188,7 @@ func (n *nodeFlags) podCA(o *kubeletpleg.DirectOptions, inPod bool) {
 
 // node is the node's name: the flag, the downward API's NODE_NAME, or
 // the host name in lower case, as the kubelet names its node.
-func (n *nodeFlags) node() (string, error) {
+func (n *kubeletFlags) node() (string, error) {
 	if n.nodeName != "" {
 		return n.nodeName, nil
 	}

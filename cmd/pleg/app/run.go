@@ -99,6 +99,7 @@ type runFlags struct {
 	sim      simFlags
 	kube     kubeFlags
 	otlp     otlpFlags
+	kubelet  kubeletFlags
 }
 
 func newRunCommand(g *global) *cobra.Command {
@@ -142,7 +143,8 @@ func (o *runFlags) validate() error {
 	if o.simulate {
 		errs = append(errs, o.sim.validate())
 	}
-	errs = append(errs, o.kube.validate(), o.otlp.validate(), validateFlightRecorder(cfg.FlightRecorder))
+	errs = append(errs, o.kube.validate(), o.otlp.validate(), o.kubelet.validate(),
+		validateFlightRecorder(cfg.FlightRecorder))
 	return errors.Join(errs...)
 }
 
@@ -176,6 +178,9 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	cfg := o.cfg
 	cfg.Runtime, cfg.Generator, cfg.Logger, cfg.Kube = rt, g.generatorOptions(), g.log, kubeConfig
 	cfg.LogDropped = sink.Dropped
+	if cfg.Kubelet, err = o.kubelet.kubeletSource(kubeletReadTimeout); err != nil {
+		return fmt.Errorf("--kubelet: %w", err)
+	}
 	if o.otlp.t.Endpoint != "" {
 		node, err := o.kube.node()
 		if err != nil {
@@ -190,9 +195,18 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	return d.Run(ctx)
 }
 
+// kubeletReadTimeout bounds one read of the kubelet's metrics: a kubelet
+// that does not answer in that time is itself a finding.
+const kubeletReadTimeout = 5 * time.Second
+
 // register declares pleg run's flags.
 func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 	cfg := &o.cfg
+	// The kubelet's own PLEG, read every 10 s beside pleg's: a kubelet
+	// behind while the runtime answers pleg is the kubelet's problem.
+	// "none" by default: on a host, reading the kubelet takes a
+	// credential pleg run is not otherwise given; the chart passes auto.
+	o.kubelet.register(f, kubeletNone, false)
 	f.StringVar(&cfg.Listen, "listen", daemon.DefaultListen, "address of the whole API: host:port, or unix:///path")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "",
 		"address serving only /metrics and the probes /healthz, /readyz, /livez, e.g. on the pod network: "+
