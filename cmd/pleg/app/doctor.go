@@ -106,7 +106,7 @@ func newDoctorCommand(g *global) *cobra.Command {
 		`read-only: kubectl exec ... -- pleg doctor --html - > page.html)`)
 	f.StringVar(&o.stateDir, "state-dir", daemon.DefaultStateDir, "pleg run's state directory: the findings of its "+
 		"newest flight recording join the verdict (one older than an hour as info); \"\" reads none")
-	cmd.AddCommand(newDoctorRecordingsCommand(g))
+	cmd.AddCommand(newDoctorRecordingsCommand(g), newDoctorBundleCommand(g))
 	return cmd
 }
 
