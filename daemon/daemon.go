@@ -224,7 +224,7 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	if err != nil {
 		return err
 	}
-	if d.Recorder, err = newFlightRecorder(cfg, recorded, gen, d.Registry); err != nil {
+	if d.Recorder, err = newFlightRecorder(cfg, recorded, gen, d.Registry, d.onRecording); err != nil {
 		return err
 	}
 	if d.check, err = newRuntimeCheck(cfg, ops); err != nil {
