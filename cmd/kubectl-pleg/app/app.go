@@ -77,7 +77,9 @@ func newCommand(stdout, stderr io.Writer, proxy Proxy) *cobra.Command {
 		stdout: stdout, stderr: stderr, proxy: proxy,
 	}
 	root := &cobra.Command{
-		Use:           "kubectl pleg",
+		Use: "pleg",
+		// krew's convention: the help names the command as typed.
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pleg"},
 		Short:         "Read a node's pleg through the API server: its diagnosis, flight recordings, a bundle",
 		Long:          long,
 		SilenceUsage:  true,

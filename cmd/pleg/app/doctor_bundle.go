@@ -39,13 +39,13 @@ are never kept); logs, free text, pass a list of credential shapes. Read
 the logs before sharing a bundle publicly. The archive is written 0600.`
 
 const bundleExample = `  # On the node, as root: the bundle of the node's containerd, with the daemon's figures
-  pleg doctor bundle --server unix:///run/pleg/pleg.sock
+  pleg doctor bundle --server unix:///run/pleg/pleg.sock -f /tmp/pleg-bundle.tar.gz
 
-  # CRI-O, into a file of your choice
+  # CRI-O
   pleg doctor bundle -r unix:///var/run/crio/crio.sock -f /tmp/pleg-bundle.tar.gz
 
   # From a workstation, through the API server, when the runtime is hung (kubectl-pleg)
-  kubectl pleg bundle node-17 -n kube-system`
+  kubectl pleg bundle node-17 -n kube-system -f pleg-bundle-node-17.tar.gz`
 
 // bundleFlags are pleg doctor bundle's settings.
 type bundleFlags struct {
