@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/plegkit/pleg/internal/testing/doccmd"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )
 
@@ -105,6 +106,16 @@ func (c *cluster) diagnosisWithTheRuntimeStopped(t *testing.T, ctx context.Conte
 		}
 	}
 	c.checkBundle(t, filepath.Join(work, "pleg-bundle-"+nodeName+".tar.gz"))
+
+	// The examples of the CLI's help that go through the API server.
+	var help []doccmd.Command
+	for _, file := range []string{"pleg doctor", "pleg doctor recordings", "pleg doctor bundle", "kubectl pleg doctor",
+		"kubectl pleg recordings", "kubectl pleg bundle"} {
+		help = append(help, docs.take(t, doccmd.HelpPrefix+file, "kubectl pleg")...)
+	}
+	start = time.Now()
+	out = c.shell(t, ctx, work, help, c.onThisNode)
+	t.Logf("the help's kubectl pleg examples took %v", time.Since(start).Round(100*time.Millisecond))
 
 	start = time.Now()
 	out = c.shell(t, ctx, work, docs.take(t, "docs/runbook.md", "NODE=", "POD=", "kubectl get --raw"), c.onThisNode)

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/internal/testing/doccmd"
 	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )
@@ -465,6 +466,8 @@ func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
 func (c *cluster) runbook(t *testing.T, ctx context.Context, docs *docCommands) {
 	work := t.TempDir()
 	inPod := docs.take(t, "docs/runbook.md", "NODE=", "POD=", "kubectl exec", "kubectl logs")
+	// The help's example of doctor in the pod, too.
+	inPod = append(inPod, docs.take(t, doccmd.HelpPrefix+"pleg doctor", "kubectl exec")...)
 	out := c.shell(t, ctx, work, inPod, func(line string) string {
 		switch {
 		case strings.HasPrefix(line, "NODE="):
