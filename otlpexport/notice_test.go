@@ -26,7 +26,7 @@ func TestNotice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer j.Close()
+		defer func() { _ = j.Close() }()
 		fc := &fakeCollector{script: []answer{{err: &ExportError{Retryable: true, Status: "Unavailable", Err: status.Error(codes.Unavailable, "down")}}}}
 		e, err := New(j, Options{Client: fc, Cursor: &MemoryCursor{}, Resource: Resource{NodeName: "node-1"},
 			Jitter: func() float64 { return 0 }, Logger: slog.New(slog.DiscardHandler)})
@@ -75,7 +75,7 @@ func TestNoticesBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	defer func() { _ = j.Close() }()
 	e, err := New(j, Options{Client: &fakeCollector{}, Cursor: &MemoryCursor{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -257,7 +257,9 @@ var redactionRules = []string{
 func safeName(s string) string {
 	out := []rune(s)
 	for i, r := range out {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-':
+		default:
 			out[i] = '_'
 		}
 	}
@@ -357,7 +359,8 @@ func (b *writer) recordings(context.Context) error {
 
 // call makes one CRI call within the call timeout, in a goroutine of its
 // own, so that a runtime that ignores deadlines cannot hold the bundle.
-func call[T any](ctx context.Context, timeout time.Duration, f func(context.Context) (T, error)) (T, time.Duration, error) {
+func call[T any](ctx context.Context, timeout time.Duration, f func(context.Context) (T, error),
+) (T, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type result struct {
@@ -524,7 +527,7 @@ func readCapped(name string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err

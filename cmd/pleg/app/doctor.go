@@ -65,7 +65,9 @@ const doctorExample = `  # Diagnose the node's containerd
 
   # In the node's pleg pod while its runtime answers (/pleg: not on a PATH; the
   # chart sets CONTAINER_RUNTIME_ENDPOINT, so no -r): the page comes out on stdout
-  kubectl exec -n kube-system $(kubectl get pod -n kube-system -l app.kubernetes.io/name=pleg --field-selector spec.nodeName=node-17 -o name) -- /pleg doctor --html - > pleg-doctor.html
+  kubectl exec -n kube-system \
+    $(kubectl get pod -n kube-system -l app.kubernetes.io/name=pleg --field-selector spec.nodeName=node-17 -o name) \
+    -- /pleg doctor --html - > pleg-doctor.html
 
   # A large node: 200 pods spread over the node, 4 at a time, within 2 minutes
   pleg doctor --sample 200 --concurrency 4 --budget 2m -o json`

@@ -115,7 +115,7 @@ func (c *cluster) diagnosisWithTheRuntimeStopped(t *testing.T, ctx context.Conte
 	}
 	start = time.Now()
 	out = c.shell(t, ctx, work, help, c.onThisNode)
-	t.Logf("the help's kubectl pleg examples took %v", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("the help's kubectl pleg examples took %v:\n%.1500s", time.Since(start).Round(100*time.Millisecond), out)
 
 	start = time.Now()
 	out = c.shell(t, ctx, work, docs.take(t, "docs/runbook.md", "NODE=", "POD=", "kubectl get --raw"), c.onThisNode)
@@ -128,7 +128,7 @@ func (c *cluster) diagnosisWithTheRuntimeStopped(t *testing.T, ctx context.Conte
 	start = time.Now()
 	out, err := c.tryRun(ctx, c.plugin, "doctor", nodeName, "-n", namespace, "--as", oncall)
 	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 2) {
+	if unhealthy := errors.As(err, &exit) && exit.ExitCode() == 2; err != nil && !unhealthy {
 		t.Errorf("kubectl pleg doctor --as %s: %v\n%s", oncall, err, out)
 	}
 	t.Logf("kubectl pleg doctor %s --as %s: %v, exit 2", nodeName, oncall, time.Since(start).Round(100*time.Millisecond))
@@ -181,7 +181,7 @@ func (c *cluster) checkBundle(t *testing.T, path string) {
 		t.Errorf("the bundle: %v", err)
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	fi, _ := f.Stat()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
