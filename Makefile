@@ -16,7 +16,7 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: build image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim incidents help
+.PHONY: build kubectl-pleg image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim incidents help
 
 # make alone runs make test, as it did when test was merely the first
 # target: help is listed last and does not take its place.
@@ -72,6 +72,12 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD
 VERSION_PKG = github.com/plegkit/pleg/internal/version
 build:
 	$(GO) build -ldflags "-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)" -o pleg ./cmd/pleg
+
+## kubectl-pleg: ./kubectl-pleg, the kubectl plugin (kubectl pleg doctor
+## NODE, recordings NODE, bundle NODE); put it on PATH, or install it with
+## krew from hack/krew/pleg.yaml
+kubectl-pleg:
+	$(GO) build -ldflags "-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)" -o kubectl-pleg ./cmd/kubectl-pleg
 
 ## image: pleg's image, built without a container engine by hack/image
 ## (go-containerregistry): ./cmd/pleg cross-compiled static for each of

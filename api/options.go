@@ -51,6 +51,8 @@ type Options struct {
 	Cache Cache
 	// Journal is what /v1/events reads; required.
 	Journal EventLog
+	// Doctor serves /v1/doctor and /v1/bundle; nil serves neither.
+	Doctor Doctor
 	// Gatherer serves /metrics; nil serves none.
 	Gatherer prometheus.Gatherer
 	// Profiling serves Go's profiles under /debug/pprof/.

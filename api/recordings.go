@@ -27,7 +27,7 @@ type RecordingList struct {
 // GET /v1/recordings/{name} is one. A nil rec answers 404, telling that
 // the recorder is off. Call it before the server serves.
 func (s *Server) HandleRecordings(rec Recordings) {
-	s.mux.HandleFunc("GET /v1/recordings", func(w http.ResponseWriter, r *http.Request) {
+	list := func(w http.ResponseWriter, r *http.Request) {
 		if !noQuery(w, r) || !recorderOn(w, rec) {
 			return
 		}
@@ -40,8 +40,8 @@ func (s *Server) HandleRecordings(rec Recordings) {
 			list = []flightrec.Entry{}
 		}
 		writeJSON(w, http.StatusOK, RecordingList{Recordings: list})
-	})
-	s.mux.HandleFunc("GET /v1/recordings/{name}", func(w http.ResponseWriter, r *http.Request) {
+	}
+	read := func(w http.ResponseWriter, r *http.Request) {
 		if !noQuery(w, r) || !recorderOn(w, rec) {
 			return
 		}
@@ -59,7 +59,9 @@ func (s *Server) HandleRecordings(rec Recordings) {
 		default:
 			writeJSON(w, http.StatusOK, one)
 		}
-	})
+	}
+	s.handle(route{path: "/v1/recordings", diagnosis: true, handler: http.HandlerFunc(list)})
+	s.handle(route{path: "/v1/recordings/{name}", diagnosis: true, handler: http.HandlerFunc(read)})
 }
 
 func recorderOn(w http.ResponseWriter, rec Recordings) bool {

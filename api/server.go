@@ -42,6 +42,7 @@ type Server struct {
 	routes  []route
 	mux     *http.ServeMux // every path
 	probes  *http.ServeMux // health and metrics only
+	diag    *http.ServeMux // the diagnosis only
 	streams chan struct{}  // a token per open stream
 	closing chan struct{}
 	once    sync.Once
@@ -51,30 +52,45 @@ type Server struct {
 }
 
 // route is one GET path of the API; probe routes are also served by
-// Probes.
+// Probes, diagnosis routes by Diagnosis.
 type route struct {
 	path    string
 	handler http.Handler
 	probe   bool
+	// diagnosis routes are also served by Diagnosis.
+	diagnosis bool
 }
 
 // routesOf lists every GET path the API serves, in the order a 404 names
 // them: a new endpoint is one line here.
 func (s *Server) routesOf() []route {
 	routes := []route{
-		{"/healthz", http.HandlerFunc(s.healthz), true},
-		{"/readyz", http.HandlerFunc(s.readyz), true},
-		{"/livez", http.HandlerFunc(s.livez), true},
+		{"/healthz", http.HandlerFunc(s.healthz), true, false},
+		{"/readyz", http.HandlerFunc(s.readyz), true, false},
+		{"/livez", http.HandlerFunc(s.livez), true, false},
 	}
 	if s.opts.Gatherer != nil {
-		routes = append(routes, route{"/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}), true})
+		routes = append(routes, route{"/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}), true, false})
 	}
-	return append(routes,
-		route{"/v1/pods", http.HandlerFunc(s.pods), false},
-		route{"/v1/pods/{uid}", http.HandlerFunc(s.pod), false},
-		route{"/v1/events", http.HandlerFunc(s.events), false},
-		route{"/v1/history", http.HandlerFunc(s.history), false},
+	routes = append(routes,
+		route{"/v1/pods", http.HandlerFunc(s.pods), false, false},
+		route{"/v1/pods/{uid}", http.HandlerFunc(s.pod), false, false},
+		route{"/v1/events", http.HandlerFunc(s.events), false, false},
+		route{"/v1/history", http.HandlerFunc(s.history), false, false},
 	)
+	return append(routes, s.doctorRoutes()...)
+}
+
+// handle serves rt on the muxes it belongs to, and names it in 404s.
+func (s *Server) handle(rt route) {
+	s.routes = append(s.routes, rt)
+	s.mux.Handle("GET "+rt.path, rt.handler)
+	if rt.probe {
+		s.probes.Handle("GET "+rt.path, rt.handler)
+	}
+	if rt.diagnosis {
+		s.diag.Handle("GET "+rt.path, rt.handler)
+	}
 }
 
 // NewServer returns the API over opts, its unset fields read as their
@@ -85,16 +101,13 @@ func NewServer(opts Options) *Server {
 		opts:    opts,
 		mux:     http.NewServeMux(),
 		probes:  http.NewServeMux(),
+		diag:    http.NewServeMux(),
 		streams: make(chan struct{}, opts.MaxStreams),
 		closing: make(chan struct{}),
 		clients: map[string]int{},
 	}
-	s.routes = s.routesOf()
-	for _, rt := range s.routes {
-		s.mux.Handle("GET "+rt.path, rt.handler)
-		if rt.probe {
-			s.probes.Handle("GET "+rt.path, rt.handler)
-		}
+	for _, rt := range s.routesOf() {
+		s.handle(rt)
 	}
 	// The profiles take every method, as net/http/pprof serves them, and
 	// a 404 does not advertise them.
@@ -142,7 +155,7 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	}
 	var paths []string
 	for _, rt := range s.routes {
-		if mux == s.mux || rt.probe {
+		if mux == s.mux || (mux == s.probes && rt.probe) || (mux == s.diag && rt.diagnosis) {
 			paths = append(paths, rt.path)
 		}
 	}

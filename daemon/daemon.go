@@ -121,6 +121,9 @@ type Config struct {
 	// OTLP, with an endpoint, exports the journal's events to an
 	// OpenTelemetry Collector as log records.
 	OTLP OTLP
+	// Diagnosis configures the daemon's own diagnosis and bundle, and the
+	// listener that serves them with the recordings alone.
+	Diagnosis Diagnosis
 }
 
 // Daemon is an assembled daemon. Create it with New, then Run it.
@@ -142,7 +145,16 @@ type Daemon struct {
 	check *runtimecheck.Check
 	// kubelet reads the kubelet's own PLEG; nil without Config.Kubelet.
 	kubelet *kubeletWatch
+	// diagnosisAddr is the diagnosis listener's address, or "".
+	diagnosisAddr string
 }
+
+// diagnosisMaxConnections caps the diagnosis listener's connections.
+const diagnosisMaxConnections = 16
+
+// DiagnosisAddr returns the address of the diagnosis listener, or "" without
+// one.
+func (d *Daemon) DiagnosisAddr() string { return d.diagnosisAddr }
 
 // New assembles a daemon and opens its listeners, so that a bad address,
 // a port in use or a bad web config fails here, before anything runs.
@@ -223,7 +235,7 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	if err != nil {
 		return err
 	}
-	if d.Recorder, err = newFlightRecorder(cfg, recorded, gen, d.Registry); err != nil {
+	if d.Recorder, err = newFlightRecorder(cfg, recorded, gen, d.Registry, d.onRecording); err != nil {
 		return err
 	}
 	if d.check, err = newRuntimeCheck(cfg, ops); err != nil {
@@ -273,6 +285,7 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 		StreamIdleTimeout:   cfg.StreamIdleTimeout,
 		Profiling:           cfg.Profiling,
 		Logger:              cfg.Logger,
+		Doctor:              newDoctorService(cfg, gen, d.Registry, d.Recorder),
 	})
 	d.API.HandleRecordings(recordings(d.Recorder))
 	return nil
@@ -295,6 +308,24 @@ func (d *Daemon) listen(conns connMetrics) error {
 			return err
 		}
 		d.servers = append(d.servers, newServer("metrics", mlis, d.API.Probes(), limits, conns, cfg.Logger))
+	}
+	if cfg.Diagnosis.Listen != "" {
+		dlis, err := Listen(cfg.Diagnosis.Listen, cfg.ListenGroup)
+		if err != nil {
+			for _, s := range d.servers {
+				_ = s.lis.Close() // never served: nothing to lose
+			}
+			return err
+		}
+		// Its few clients are operators, through the API server: a
+		// handful of connections is all it takes.
+		dl := limits
+		dl.MaxConnections = min(limits.MaxConnections, diagnosisMaxConnections)
+		d.servers = append(d.servers, newServer("diagnosis", dlis, d.API.Diagnosis(), dl, conns, cfg.Logger))
+		d.diagnosisAddr = d.servers[len(d.servers)-1].addr
+		cfg.Logger.Info("The diagnosis listener serves /v1/doctor, /v1/bundle and /v1/recordings alone, for the "+
+			"API server's pod proxy: whoever reaches it reads pod names, error messages and recordings",
+			"addr", d.diagnosisAddr)
 	}
 	if !loopback(lis) && cfg.WebConfigFile == "" {
 		cfg.Logger.Warn("The API faces the network without TLS or authentication: "+
@@ -446,10 +477,12 @@ func (d *Daemon) Addr() string { return d.servers[0].addr }
 // MetricsAddr returns the address of the metrics and probes listener, or
 // "" without one.
 func (d *Daemon) MetricsAddr() string {
-	if len(d.servers) < 2 {
-		return ""
+	for _, s := range d.servers {
+		if s.name == "metrics" {
+			return s.addr
+		}
 	}
-	return d.servers[1].addr
+	return ""
 }
 
 // shutdownTimeout bounds a stop. It exceeds the API's write timeout, so

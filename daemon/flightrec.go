@@ -13,6 +13,7 @@ import (
 
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/flightrec"
 )
 
@@ -59,6 +60,7 @@ func flightCalls(cfg Config) (calls, forRecorder *flightrec.Calls) {
 // newFlightRecorder assembles the recorder over the generator and the
 // tracked calls, or returns nil when calls is nil.
 func newFlightRecorder(cfg Config, calls *flightrec.Calls, gen *pleg.Generator, reg *prometheus.Registry,
+	onRecording func(*flightrec.Recording, string),
 ) (*flightrec.Recorder, error) {
 	if calls == nil {
 		return nil, nil
@@ -77,6 +79,7 @@ func newFlightRecorder(cfg Config, calls *flightrec.Calls, gen *pleg.Generator, 
 		MinInterval: fr.MinInterval,
 		Logger:      cfg.Logger.With("component", "flightrec"),
 		Registerer:  reg,
+		OnRecording: onRecording,
 	}
 	if cfg.Kubelet != nil {
 		rc.Kubelet = cfg.Kubelet
@@ -89,11 +92,27 @@ func newFlightRecorder(cfg Config, calls *flightrec.Calls, gen *pleg.Generator, 
 	}
 	if cfg.Kube != nil {
 		rc.Condition = func() bool { return conditionOn(reg) }
-		if cfg.Kube.Client != nil && cfg.Kube.NodeName != "" {
-			rc.OnRecording = recordingEvent(cfg.Kube, cfg.Logger)
-		}
 	}
 	return flightrec.New(rc)
+}
+
+// onRecording tells a recording off the node at its onset: an event on the
+// node naming its first finding (with reporting on), and its summary and
+// findings to the OTLP collector (with an export), so that the evidence
+// outlives a node that is drained and recycled.
+func (d *Daemon) onRecording(rec *flightrec.Recording, _ string) {
+	findings := doctor.RecordingFindings(rec)
+	node := d.cfg.Diagnosis.Node
+	if k := d.cfg.Kube; k != nil && k.Client != nil && k.NodeName != "" {
+		node = k.NodeName
+		recordingEvent(k, d.cfg.Logger)(rec, findings)
+	}
+	if d.exporter != nil {
+		if node == "" {
+			node = d.cfg.OTLP.NodeName
+		}
+		d.exporter.Notify(recordingNotice(rec, findings, node))
+	}
 }
 
 // conditionOn reads pleg_node_condition, the condition the reporter last

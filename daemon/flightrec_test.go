@@ -114,6 +114,10 @@ func TestFlightRecordingNamedInANodeEvent(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("recordings %+v %v, want one", recs, err)
 	}
+	// The note names the recording's first finding, then where to read it.
+	if !strings.HasPrefix(ev.Note, "[") || !strings.Contains(ev.Note, "kubectl pleg recordings node-1 "+recs[0].Name) {
+		t.Errorf("note %q: want the first finding, then kubectl pleg recordings", ev.Note)
+	}
 	if !strings.Contains(ev.Note, "pleg doctor recordings "+recs[0].Name) || ev.Regarding.Name != "node-1" ||
 		ev.ReportingController != "pleg" || ev.ReportingInstance != "node-1" {
 		t.Errorf("event %+v: want it on node-1, from pleg, naming %s", ev, recs[0].Name)

@@ -114,7 +114,7 @@ func loopback(lis net.Listener) bool {
 
 // server is one listener and the HTTP server on it.
 type server struct {
-	name string // "api" or "metrics", the listener label of the metrics
+	name string // "api", "metrics" or "diagnosis", the listener label of the metrics
 	lis  net.Listener
 	addr string
 	srv  *http.Server

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/clock"
 
@@ -54,6 +55,24 @@ func readDaemon(ctx context.Context, c *apiclient.Client, clk clock.PassiveClock
 	return d
 }
 
+// DaemonOf is the daemon's part of a report, made by the daemon itself:
+// its health, and its metrics as its registry gathers them. name says
+// which daemon (its address, or "in process").
+func DaemonOf(name string, healthy bool, health string, g prometheus.Gatherer, clk clock.PassiveClock) *Daemon {
+	d := &Daemon{URL: name, Healthy: healthy, Health: health}
+	mfs, err := g.Gather()
+	if err != nil {
+		d.Error = "gathering the metrics: " + err.Error()
+		return d
+	}
+	families := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		families[mf.GetName()] = mf
+	}
+	fillMetrics(d, families, clk)
+	return d
+}
+
 // readMetrics fills d from the text of the daemon's /metrics.
 func readMetrics(d *Daemon, text []byte, clk clock.PassiveClock) {
 	families, err := apiclient.ParseMetrics(text)
@@ -61,6 +80,11 @@ func readMetrics(d *Daemon, text []byte, clk clock.PassiveClock) {
 		d.Error = err.Error()
 		return
 	}
+	fillMetrics(d, families, clk)
+}
+
+// fillMetrics fills d from the daemon's metric families.
+func fillMetrics(d *Daemon, families map[string]*dto.MetricFamily, clk clock.PassiveClock) {
 	now := float64(clk.Now().UnixNano()) / 1e9
 	if h := firstHistogram(families["kubelet_pleg_relist_duration_seconds"]); h != nil {
 		d.Relists = h.GetSampleCount()

@@ -104,6 +104,10 @@ type Options struct {
 	// Daemon reads a running pleg daemon's health and relist figures, or
 	// is nil.
 	Daemon *apiclient.Client
+	// DaemonView is the daemon's part of the report made by the caller:
+	// the daemon's own diagnosis reads itself in process (DaemonOf), not
+	// over HTTP. Daemon and Server are then not read.
+	DaemonView *Daemon
 	// Server is the address of a daemon to read when Daemon is nil:
 	// http://host:port, https://host:port or unix:///path, with no TLS
 	// settings or credentials.
@@ -199,6 +203,8 @@ func Diagnose(ctx context.Context, client runtimeapi.RuntimeServiceClient, opts 
 
 	daemon := make(chan *Daemon, 1)
 	switch {
+	case opts.DaemonView != nil:
+		daemon <- opts.DaemonView
 	case opts.Daemon != nil:
 		// Read at once and apart: the daemon's answer does not depend on
 		// ours, and it must not eat the inspection's budget.

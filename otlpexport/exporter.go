@@ -142,6 +142,7 @@ type Exporter struct {
 	cursor  uint64
 	pending []loss // losses not sent yet, in order
 	behind  bool
+	notices chan Notice
 }
 
 // New returns an exporter of j's events.
@@ -156,7 +157,7 @@ func New(j Journal, opts Options) (*Exporter, error) {
 	}
 	opts.Resource.JournalID = j.ID()
 	e := &Exporter{
-		opts: opts, j: j, id: j.ID(), log: opts.Logger, m: m,
+		opts: opts, j: j, id: j.ID(), log: opts.Logger, m: m, notices: make(chan Notice, maxNotices),
 		scope: &commonpb.InstrumentationScope{Name: ScopeName, Version: opts.Resource.Version},
 	}
 	return e, nil
@@ -186,6 +187,7 @@ func (e *Exporter) Run(ctx context.Context) error {
 	e.m.cursor.Set(float64(cur))
 	e.log.Info("Exporting the journal's events over OTLP", "journal", e.id, "after", cur)
 	for ctx.Err() == nil {
+		e.sendNotices(ctx)
 		entries, grew := e.j.Read(e.cursor, e.opts.MaxBatch)
 		e.readLosses(&entries)
 		if len(entries) == 0 && len(e.pending) == 0 {
@@ -193,6 +195,8 @@ func (e *Exporter) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 			case <-grew:
+			case n := <-e.notices:
+				e.sendNotice(ctx, n)
 			}
 			continue
 		}

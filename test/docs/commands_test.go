@@ -6,6 +6,7 @@ package docs_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plegkit/pleg/flightrec"
 	"github.com/plegkit/pleg/internal/testing/doccmd"
 	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
@@ -195,8 +197,11 @@ func (b *background) waitFor(t *testing.T, ctx context.Context, what string, con
 func (s *shell) runBlock(t *testing.T, ctx context.Context, block []doccmd.Command) {
 	dir := t.TempDir()
 	sock, api := filepath.Join(dir, "sim.sock"), filepath.Join(dir, "pleg.sock")
+	// The help's files in /tmp (pages, bundles, a recording copied off a
+	// node) and the init container's /host-bin are the block's own.
 	local := func(text string) string {
-		return strings.NewReplacer(simSocket, sock, daemonSocket, api).Replace(text)
+		return strings.NewReplacer(simSocket, sock, daemonSocket, api, "/tmp/", dir+"/", "/host-bin/", dir+"/").
+			Replace(text)
 	}
 	startSim := func(text string) {
 		sim := s.start(t, ctx, strings.TrimSuffix(strings.TrimSpace(local(text)), "&"))
@@ -222,10 +227,32 @@ func (s *shell) runBlock(t *testing.T, ctx context.Context, block []doccmd.Comma
 			daemonStarted = true
 		}
 		t.Logf("%s", c)
+		if err := copiedOffTheNode(c.Text, text); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.check(t, ctx, c, text, sock); err != nil {
 			t.Errorf("%s: %v", c, err)
 		}
 	}
+}
+
+// copiedOffTheNode puts a recording where a command reads one copied off a
+// node (pleg doctor recordings --file): a pleg call in flight for 70 s.
+func copiedOffTheNode(doc, text string) error {
+	if !strings.Contains(doc, "recordings --file ") {
+		return nil
+	}
+	fields := strings.Fields(text)
+	onset := time.Date(2026, 11, 26, 21, 22, 33, 123e6, time.UTC)
+	b, err := json.Marshal(&flightrec.Recording{
+		Version: flightrec.FormatVersion, Name: "20261126T212233.123Z-slow-call", Trigger: flightrec.TriggerSlowCall,
+		Reason: "list_containers in flight for 1m10s", Onset: onset, Started: onset, Finished: onset,
+		Pleg: &flightrec.PlegView{InFlight: []flightrec.Call{{Op: "list_containers", Start: onset, Seconds: 70}}},
+	})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(fields[len(fields)-1], b, 0o600)
 }
 
 // check runs one command and checks that it did what its page says.
@@ -293,10 +320,19 @@ var expectations = []struct {
 	// The flight recorder's recordings: none on this machine, where no
 	// pleg run has had an incident (test/e2e's TestFlightRec* read real
 	// ones).
-	{regexp.MustCompile(`^pleg doctor recordings( latest)?$`), func(c int) bool { return c <= 2 },
+	{regexp.MustCompile(`^pleg doctor recordings( latest)?( --html \S+)?$`), func(c int) bool { return c <= 2 },
 		regexp.MustCompile(`(?s)^(no recordings\n|NAME\s+TRIGGER|Recording |pleg: no recordings in )`)},
+	// A recording copied off a node: the renderer's golden one.
+	{regexp.MustCompile(`^pleg doctor recordings --file `), func(c int) bool { return c <= 2 },
+		regexp.MustCompile(`(?s)^Recording .*\nFindings`)},
+	// The bundle: written whatever the runtime answers, and told.
+	{regexp.MustCompile(`^pleg doctor bundle `), zero,
+		regexp.MustCompile(`(?m)^pleg doctor bundle: \S+pleg-bundle\.tar\.gz, \d+ bytes: doctor/report\.json, `)},
+	{regexp.MustCompile(`^pleg doctor .*-o json$`), func(c int) bool { return c <= 2 },
+		regexp.MustCompile(`(?s)^\{\n.*"verdict": `)},
 	// doctor's exit code is its verdict: 2, 1 or 0.
-	{regexp.MustCompile(`^pleg doctor `), func(c int) bool { return c <= 2 }, regexp.MustCompile(`(?s)^pleg doctor: .*\nVerdict: `)},
+	{regexp.MustCompile(`^pleg doctor( |$)`), func(c int) bool { return c <= 2 }, regexp.MustCompile(`(?s)^pleg doctor: .*\nVerdict: `)},
+	{regexp.MustCompile(`^pleg install `), zero, regexp.MustCompile(`(?m)^pleg \S+ installed at /`)},
 	{regexp.MustCompile(`^pleg version -r unix:///tmp/sim\.sock$`), zero, regexp.MustCompile(`(?m)^runtime: pleg-sim .* at unix://`)},
 	{regexp.MustCompile(`^pleg version -r unix:///run/nothing\.sock$`), nonZero, regexp.MustCompile(`runtime unreachable at unix:///run/nothing\.sock`)},
 	// The simulator's pods are sim/sim-N: the page's pod has no history

@@ -229,6 +229,9 @@ type record struct {
 	// lostFrom, lostTo and lostReason are a loss record's.
 	lostFrom, lostTo uint64
 	lostReason       string
+	// body and attrs are the record's own.
+	body  string
+	attrs map[string]string
 }
 
 // records reads what the collector wrote, in the order it wrote it.
@@ -266,6 +269,9 @@ type otlpLine struct {
 			LogRecords []struct {
 				EventName  string   `json:"eventName"`
 				Attributes []otlpKV `json:"attributes"`
+				Body       struct {
+					StringValue string `json:"stringValue"`
+				} `json:"body"`
 			} `json:"logRecords"`
 		} `json:"scopeLogs"`
 	} `json:"resourceLogs"`
@@ -304,7 +310,8 @@ func parseRecords(t testing.TB, b []byte) []record {
 			for _, sl := range rl.ScopeLogs {
 				for _, lr := range sl.LogRecords {
 					a := attrMap(lr.Attributes)
-					r := record{journal: res["pleg.journal.id"], node: res["k8s.node.name"], eventName: lr.EventName}
+					r := record{journal: res["pleg.journal.id"], node: res["k8s.node.name"], eventName: lr.EventName,
+						body: lr.Body.StringValue, attrs: a}
 					r.seq, _ = strconv.ParseUint(a["pleg.seq"], 10, 64)
 					r.lostFrom, _ = strconv.ParseUint(a["pleg.lost.first_seq"], 10, 64)
 					r.lostTo, _ = strconv.ParseUint(a["pleg.lost.last_seq"], 10, 64)

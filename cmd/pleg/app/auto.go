@@ -139,6 +139,15 @@ func (a *autoRuntime) Endpoint() string {
 	return ""
 }
 
+// Client is the CRI client of the runtime found, or nil before one is:
+// what the daemon's own diagnosis asks.
+func (a *autoRuntime) Client() runtimeapi.RuntimeServiceClient {
+	if rt := a.found.Load(); rt != nil {
+		return rt.Client()
+	}
+	return nil
+}
+
 // Version asks the runtime found its version, looking for one first.
 func (a *autoRuntime) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
 	rt, err := a.runtime(ctx)

@@ -70,9 +70,15 @@ const doctorExample = `  # Diagnose the node's containerd
   # CRI-O, a report to share, and a running pleg daemon's own figures
   pleg doctor -r unix:///var/run/crio/crio.sock --html /tmp/pleg-doctor.html --server http://127.0.0.1:9847
 
-  # In pleg's pod (read-only root filesystem; the chart sets
-  # CONTAINER_RUNTIME_ENDPOINT, so no -r): the page comes out on stdout
-  kubectl -n pleg exec ds/pleg -- pleg doctor --html - > pleg-doctor.html
+  # From a workstation, through the API server, even with the runtime hung
+  # (kubectl-pleg, the chart's diagnosis.enabled): the daemon's own diagnosis
+  kubectl pleg doctor node-17 -n kube-system --html pleg-doctor.html
+
+  # In the node's pleg pod while its runtime answers (/pleg: not on a PATH; the
+  # chart sets CONTAINER_RUNTIME_ENDPOINT, so no -r): the page comes out on stdout
+  kubectl exec -n kube-system \
+    $(kubectl get pod -n kube-system -l app.kubernetes.io/name=pleg --field-selector spec.nodeName=node-17 -o name) \
+    -- /pleg doctor --html - > pleg-doctor.html
 
   # A large node: 200 pods spread over the node, 4 at a time, within 2 minutes
   pleg doctor --sample 200 --concurrency 4 --budget 2m -o json`
@@ -115,11 +121,11 @@ func newDoctorCommand(g *global) *cobra.Command {
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
 	f.StringVar(&o.htmlFile, "html", "", `also write the report as a self-contained HTML page to this file; "-" writes `+
 		`the page to the standard output and the report to the standard error (in a pod, whose root filesystem is `+
-		`read-only: kubectl exec ... -- pleg doctor --html - > page.html)`)
+		`read-only: kubectl exec ... -- /pleg doctor --html - > page.html)`)
 	f.StringVar(&o.stateDir, "state-dir", daemon.DefaultStateDir, "pleg run's state directory: the findings of its "+
 		"newest flight recording join the verdict (one older than an hour as info); \"\" reads none")
 	o.node.register(f)
-	cmd.AddCommand(newDoctorRecordingsCommand(g))
+	cmd.AddCommand(newDoctorRecordingsCommand(g), newDoctorBundleCommand(g))
 	return cmd
 }
 

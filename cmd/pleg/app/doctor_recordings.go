@@ -37,11 +37,11 @@ const recordingsExample = `  # The recordings of the node's pleg
   pleg doctor recordings latest
   pleg doctor recordings latest --html /tmp/recording.html
 
-  # From pleg's pod
-  kubectl -n pleg exec ds/pleg -- pleg doctor recordings latest -o json
+  # From a workstation, through the API server, even with the runtime hung
+  kubectl pleg recordings node-17 latest -n kube-system -o json
 
   # A recording copied off the node
-  pleg doctor recordings --file ./20261126T212233.123Z-slow-call.json`
+  pleg doctor recordings --file /tmp/20261126T212233.123Z-slow-call.json`
 
 // recordingsFlags are pleg doctor recordings' settings.
 type recordingsFlags struct {

@@ -113,6 +113,7 @@ events, keeps a pod status cache and reports its health.`,
 		newDoctorCommand(g),
 		newSimCommand(g),
 		newVersionCommand(g),
+		newInstallCommand(g),
 	)
 	return root
 }

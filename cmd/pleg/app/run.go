@@ -181,6 +181,9 @@ func (o *runFlags) run(cmd *cobra.Command, g *global) error {
 	if cfg.Kubelet, err = o.kubelet.kubeletSource(kubeletReadTimeout); err != nil {
 		return fmt.Errorf("--kubelet: %w", err)
 	}
+	if node, err := o.kube.node(); err == nil {
+		cfg.Diagnosis.Node = node // a bundle's name; the host's name otherwise
+	}
 	if o.otlp.t.Endpoint != "" {
 		node, err := o.kube.node()
 		if err != nil {
@@ -211,6 +214,10 @@ func (o *runFlags) register(f *pflag.FlagSet, g *global) {
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "",
 		"address serving only /metrics and the probes /healthz, /readyz, /livez, e.g. on the pod network: "+
 			"host:port, or unix:///path")
+	f.StringVar(&cfg.Diagnosis.Listen, "diagnosis-listen", "",
+		"address serving only /v1/doctor, /v1/bundle and /v1/recordings (the daemon's own diagnosis, the "+
+			"support bundle, the flight recordings), for the API server's pod proxy to reach when the runtime "+
+			"is hung: host:port, or unix:///path; off by default (see docs/security.md)")
 	f.StringVar(&cfg.ListenGroup, "listen-group", "",
 		"group (name or number) owning the unix sockets, which are created with mode 0660")
 	f.StringVar(&cfg.WebConfigFile, "web-config-file", "",

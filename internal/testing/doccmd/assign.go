@@ -60,9 +60,8 @@ func Assignments() []Assignment {
 			Why: "a benchmark, whose figures the page gives; make test runs none (speed is measured, never asserted)"},
 		{File: "*", Command: re(`helm install .*`), By: ByChart},
 		{File: "*", By: ByNode, Command: re(strings.Join([]string{
-			`kubectl (apply|label|get|delete|describe|exec|logs|-n) .*`, `helm uninstall .*`, `ctr .*`,
-			`make image IMAGE_TAG=v0\.1\.0`, `mkdir -p /tmp/pleg-image`, `cp /tmp/pleg-image/pleg .*`,
-			`/root/pleg doctor .*`, `NODE=.*`, `POD=.*`,
+			`kubectl (apply|label|get|delete|describe|exec|logs|pleg|-n) .*`, `helm uninstall .*`, `ctr .*`,
+			`make image IMAGE_TAG=v0\.1\.0`, `/opt/pleg/bin/pleg .*`, `NODE=.*`, `POD=.*`,
 		}, "|"))},
 		{File: "docs/runbook.md", Command: re(`kubectl debug .*`),
 			Why: "the debug pod's image (busybox) comes from a registry, which this machine cannot reach"},

@@ -1,9 +1,10 @@
 // Copyright 2026 The pleg Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package doccmd finds the shell commands the project's Markdown shows a
-// reader, and says which test runs each: a command in README.md or docs/
-// that no test runs is one an operator may be the first to find broken.
+// Package doccmd finds the shell commands the project's Markdown and the
+// CLI's help text (the Example of each command) show a reader, and says
+// which test runs each: a command in README.md, docs/ or a --help that no
+// test runs is one an operator may be the first to find broken.
 //
 // A command is a line of a fenced block marked sh (every line but comments
 // and blank ones), or a line of any other block that starts with the
@@ -55,7 +56,8 @@ func Files(root string) ([]string, error) {
 	return files, nil
 }
 
-// Load reads the commands of every file Files names.
+// Load reads the commands of every file Files names, then those of the
+// CLI's help text (Help).
 func Load(root string) ([]Command, error) {
 	files, err := Files(root)
 	if err != nil {
@@ -73,7 +75,11 @@ func Load(root string) ([]Command, error) {
 		}
 		all = append(all, cmds...)
 	}
-	return all, nil
+	help, err := Help()
+	if err != nil {
+		return nil, err
+	}
+	return append(all, help...), nil
 }
 
 // commandWords start the commands a reader may type; an unmarked block

@@ -102,3 +102,32 @@ func TestEveryCommandAssigned(t *testing.T) {
 		}
 	}
 }
+
+// TestHelp: the examples of the CLI's help are commands too, each under
+// its command's path.
+func TestHelp(t *testing.T) {
+	cmds, err := Help()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byFile := map[string][]string{}
+	for _, c := range cmds {
+		byFile[c.File] = append(byFile[c.File], c.Text)
+	}
+	for file, want := range map[string]string{
+		"help: pleg doctor":             "pleg doctor",
+		"help: pleg doctor recordings":  "pleg doctor recordings latest",
+		"help: pleg doctor bundle":      "pleg doctor bundle --server unix:///run/pleg/pleg.sock -f /tmp/pleg-bundle.tar.gz",
+		"help: kubectl pleg doctor":     "kubectl pleg doctor node-17 -n kube-system",
+		"help: kubectl pleg recordings": "kubectl pleg recordings node-17 latest -n kube-system",
+	} {
+		if !slices.Contains(byFile[file], want) {
+			t.Errorf("%s: %q, want %q among them", file, byFile[file], want)
+		}
+	}
+	for _, c := range cmds {
+		if strings.HasPrefix(c.Text, "#") || strings.Contains(c.Text, "ds/pleg") {
+			t.Errorf("%s: a comment, or a pod of any node", c)
+		}
+	}
+}

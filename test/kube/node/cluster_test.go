@@ -41,6 +41,8 @@ type cluster struct {
 	// uids names the workload's pods by UID, namespace/name, the deleted
 	// ones too.
 	uids map[string]string
+	// plugin is kubectl-pleg built from the checkout, once a step needs it.
+	plugin string
 }
 
 // startCluster starts the cluster, waits until its node is Ready, and

@@ -83,7 +83,11 @@ func (d *docCommands) left() []doccmd.Command {
 func (c *cluster) shell(t *testing.T, ctx context.Context, dir string, cmds []doccmd.Command, edit func(string) string) string {
 	t.Helper()
 	bin := t.TempDir()
-	for name, path := range map[string]string{"kubectl": c.bin.Kubectl, "helm": c.Helm, "ctr": c.runtime.Bin.Ctr} {
+	tools := map[string]string{"kubectl": c.bin.Kubectl, "helm": c.Helm, "ctr": c.runtime.Bin.Ctr}
+	if c.plugin != "" {
+		tools["kubectl-pleg"] = c.plugin
+	}
+	for name, path := range tools {
 		if err := os.Symlink(path, filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -123,12 +127,13 @@ func (c *cluster) shell(t *testing.T, ctx context.Context, dir string, cmds []do
 var exampleNode = regexp.MustCompile(`\bnode-\d+\b`)
 
 // onThisNode adapts a command of the docs to this node: the docs' example
-// node is this one, the runtime's socket this runtime's, and pleg doctor's
-// exit code, its verdict (2, 1 or 0), an answer.
+// node is this one, the runtime's socket this runtime's, and the exit code
+// of pleg doctor (kubectl pleg doctor, recordings), its verdict (2, 1 or
+// 0), an answer.
 func (c *cluster) onThisNode(line string) string {
 	line = exampleNode.ReplaceAllLiteralString(line, nodeName)
 	line = strings.ReplaceAll(line, "unix:///run/containerd/containerd.sock", c.runtime.Endpoint)
-	if strings.Contains(line, "pleg doctor") {
+	if strings.Contains(line, "pleg doctor") || strings.Contains(line, "pleg recordings") {
 		line += " || [ $? -le 2 ]"
 	}
 	return line

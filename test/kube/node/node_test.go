@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/plegkit/pleg/api"
+	"github.com/plegkit/pleg/internal/testing/doccmd"
 	"github.com/plegkit/pleg/internal/testing/runtimetest"
 	"github.com/plegkit/pleg/test/kube/kubetest"
 )
@@ -62,6 +63,7 @@ func TestNode(t *testing.T) {
 		{"ConditionBesideTheKubelet", func(t *testing.T) { c.conditionBesideTheKubelet(t, ctx) }},
 		{"RollingUpdateLosesNothing", func(t *testing.T) { c.rollingUpdate(t, ctx, img, in, f) }},
 		{"RuntimeFrozen", func(t *testing.T) { c.runtimeFrozen(t, ctx) }},
+		{"DiagnosisWithTheRuntimeStopped", func(t *testing.T) { c.diagnosisWithTheRuntimeStopped(t, ctx, img, in, docs) }},
 		{"ScrapedByPrometheus", func(t *testing.T) { c.scraped(t, ctx) }},
 		{"OperatorCommands", func(t *testing.T) { c.operatorCommands(t, ctx, docs) }},
 		{"Runbook", func(t *testing.T) { c.runbook(t, ctx, docs) }},
@@ -458,12 +460,14 @@ func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
 	t.Logf("PLEGDegraded False again %v after the runtime was frozen", time.Since(frozen).Round(time.Second))
 }
 
-// runbook runs the commands of docs/runbook.md for a paged node as they
-// are written there, with this node for the alert's: first in the pleg pod,
-// then on the node itself with the binary copied out of the image.
+// runbook runs the commands of docs/runbook.md for a paged node whose
+// runtime answers, as they are written there, with this node for the
+// alert's: in the pleg pod, through kubectl exec.
 func (c *cluster) runbook(t *testing.T, ctx context.Context, docs *docCommands) {
 	work := t.TempDir()
 	inPod := docs.take(t, "docs/runbook.md", "NODE=", "POD=", "kubectl exec", "kubectl logs")
+	// The help's example of doctor in the pod, too.
+	inPod = append(inPod, docs.take(t, doccmd.HelpPrefix+"pleg doctor", "kubectl exec")...)
 	out := c.shell(t, ctx, work, inPod, func(line string) string {
 		switch {
 		case strings.HasPrefix(line, "NODE="):
@@ -485,16 +489,6 @@ func (c *cluster) runbook(t *testing.T, ctx context.Context, docs *docCommands) 
 		t.Errorf("doctor --html - > report.html: %v, %.200q", err, page)
 	}
 	t.Logf("the runbook's commands in the pod on %s:\n%s", nodeName, out)
-
-	// On the node: the binary out of the image the DaemonSet runs, into
-	// /root, and doctor from there.
-	t.Cleanup(func() { _ = os.Remove("/root/pleg") })
-	onHost := docs.take(t, "docs/runbook.md", "mkdir -p /tmp/pleg-image", "ctr -n k8s.io images mount",
-		"cp /tmp/pleg-image/pleg", "/root/pleg doctor")
-	out = c.shell(t, ctx, work, onHost, c.onThisNode)
-	if !strings.Contains(out, "pleg doctor: "+c.runtime.Endpoint) {
-		t.Errorf("/root/pleg doctor on the node did not diagnose %s:\n%s", c.runtime.Endpoint, out)
-	}
 }
 
 // operatorCommands runs docs/kubernetes.md's and docs/cli.md's commands
