@@ -256,7 +256,8 @@ func (d *Daemon) assemble(ops *metrics.RuntimeOperations) error {
 	if err := registerHealthMetrics(d.Registry, checks, gen); err != nil {
 		return err
 	}
-	if err := errors.Join(d.Registry.Register(newUnansweredGauge(view)), d.Registry.Register(newLatencyGauge(view))); err != nil {
+	err = errors.Join(d.Registry.Register(newUnansweredGauge(view)), d.Registry.Register(newLatencyGauge(view)))
+	if err != nil {
 		return err
 	}
 	if cfg.LogDropped != nil {

@@ -51,7 +51,7 @@ func TestWritesNeverBlock(t *testing.T) {
 		}
 		close(g.open)
 		synctest.Wait()
-		fmt.Fprintf(s, "after\n")
+		_, _ = fmt.Fprintf(s, "after\n")
 		if !s.Close(time.Second) {
 			t.Fatal("Close did not drain")
 		}
@@ -70,12 +70,12 @@ func TestCloseGivesUpOnABlockedWriter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gate{open: make(chan struct{})}
 		s := New(g, 0)
-		fmt.Fprintf(s, "stuck\n")
+		_, _ = fmt.Fprintf(s, "stuck\n")
 		synctest.Wait()
 		if s.Close(5 * time.Second) {
 			t.Error("Close reported everything written to a writer that blocks")
 		}
-		fmt.Fprintf(s, "late\n")
+		_, _ = fmt.Fprintf(s, "late\n")
 		if s.Dropped() != 1 {
 			t.Errorf("a write after Close: dropped %d, want 1", s.Dropped())
 		}

@@ -231,8 +231,11 @@ func unmountFUSE(t *testing.T, mnt string, server *exec.Cmd) {
 		t.Logf("unmount %s: %v", mnt, err)
 	}
 	_ = server.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- server.Wait() }()
+	done := make(chan struct{})
+	go func() {
+		_ = server.Wait() // the server's exit status says nothing here
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -255,12 +258,12 @@ func cniHung(cmd string) *cause {
 		prepare: func(t *testing.T, n *kubetest.NodeOptions) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			real, err := runtimetest.CNIPlugins(ctx, t.Logf)
+			plugins, err := runtimetest.CNIPlugins(ctx, t.Logf)
 			if err != nil {
 				kubetest.NodeUnavailable(t, err)
 			}
 			dir = t.TempDir()
-			if err := wrapCNI(real, dir); err != nil {
+			if err := wrapCNI(plugins, dir); err != nil {
 				t.Fatal(err)
 			}
 			n.CNIBinDir = dir
@@ -285,11 +288,11 @@ func cniHung(cmd string) *cause {
 	return c
 }
 
-// wrapCNI fills dir with the plugins of real, the bridge plugin wrapped:
+// wrapCNI fills dir with the plugins in plugins, the bridge plugin wrapped:
 // while dir/hang-ADD (or hang-DEL) exists, an ADD (or DEL) waits, as a
 // plugin that hangs; then it runs the real bridge.
-func wrapCNI(real, dir string) error {
-	ents, err := os.ReadDir(real)
+func wrapCNI(plugins, dir string) error {
+	ents, err := os.ReadDir(plugins)
 	if err != nil {
 		return err
 	}
@@ -297,14 +300,14 @@ func wrapCNI(real, dir string) error {
 		if e.Name() == "bridge" {
 			continue
 		}
-		if err := os.Symlink(filepath.Join(real, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+		if err := os.Symlink(filepath.Join(plugins, e.Name()), filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
 	}
 	script := `#!/bin/sh
 # The bridge plugin, made to hang on the test's word (test/kube/incident).
 while [ -e "` + dir + `/hang-$CNI_COMMAND" ]; do sleep 1; done
-exec "` + filepath.Join(real, "bridge") + `" "$@"
+exec "` + filepath.Join(plugins, "bridge") + `" "$@"
 `
 	return os.WriteFile(filepath.Join(dir, "bridge"), []byte(script), 0o755)
 }

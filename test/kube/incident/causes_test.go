@@ -243,22 +243,6 @@ func runtimeCPUStarved() *cause {
 	}
 }
 
-// restarted waits until the pod's container has restarted n times.
-func (f *fault) restarted(ctx context.Context, pod string, n int32) error {
-	return kubetest.WaitFor(ctx, "pod "+pod+" restarted", func() (bool, error) {
-		p, err := f.env.cl.CS.CoreV1().Pods(f.ns()).Get(ctx, pod, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, s := range p.Status.ContainerStatuses {
-			if s.RestartCount >= n {
-				return true, nil
-			}
-		}
-		return false, fmt.Errorf("phase %s, statuses %v", p.Status.Phase, p.Status.ContainerStatuses)
-	})
-}
-
 // cgroupPrefix names, in each controller's hierarchy, the cgroups the
 // faults put a runtime's processes in.
 const cgroupPrefix = "pleg-incident-"
@@ -392,11 +376,11 @@ func diskOf(path string) (string, error) {
 	// parent directory.
 	sys := fmt.Sprintf("/sys/dev/block/%d:%d", maj, minor)
 	if _, err := os.Stat(filepath.Join(sys, "partition")); err == nil {
-		real, err := filepath.EvalSymlinks(sys)
+		resolved, err := filepath.EvalSymlinks(sys)
 		if err != nil {
 			return "", err
 		}
-		dev, err := os.ReadFile(filepath.Join(filepath.Dir(real), "dev"))
+		dev, err := os.ReadFile(filepath.Join(filepath.Dir(resolved), "dev"))
 		if err != nil {
 			return "", err
 		}

@@ -153,7 +153,7 @@ func (c *cluster) diagnosisWithTheRuntimeStopped(t *testing.T, ctx context.Conte
 	t.Logf("containerd was stopped for %v", time.Since(stopped).Round(time.Second))
 
 	thaw()
-	if err := c.waitNode(ctx, "PLEGDegraded False again", func(n *corev1.Node) bool {
+	if err := c.WaitNode(ctx, nodeName, "PLEGDegraded False again", func(n *corev1.Node) bool {
 		pc := condition(n, "PLEGDegraded")
 		return pc != nil && pc.Status == corev1.ConditionFalse
 	}); err != nil {
