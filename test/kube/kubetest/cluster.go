@@ -136,6 +136,8 @@ func NodeUnavailable(t testing.TB, err error) {
 // stops it when the test ends, leaving no process, bridge, NAT rule,
 // mount or cgroup behind. What it cannot start ends the test through
 // NodeUnavailable.
+//
+//nolint:funlen // one start in order (servers, nodes, cleanup, readiness); to be split into named steps
 func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {

@@ -68,11 +68,6 @@ func startClusterWith(t testing.TB, kubelet func(*kubetest.KubeletOptions)) *clu
 	}
 }
 
-// waitNode waits until the node satisfies cond.
-func (c *cluster) waitNode(ctx context.Context, what string, cond func(*corev1.Node) bool) error {
-	return c.WaitNode(ctx, nodeName, what, cond)
-}
-
 func condition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
 	return kubetest.Condition(n, t)
 }
