@@ -440,7 +440,7 @@ func BuildHelm(ctx context.Context, logf func(string, ...any)) (string, error) {
 	if _, err := os.Stat(out); err != nil {
 		logf("building helm from test/chart's go.mod (minutes, the first time)")
 	}
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, "helm.sh/helm/v4/cmd/helm")
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-ldflags=-s -w", "-o", out, "helm.sh/helm/v4/cmd/helm")
 	cmd.Dir = filepath.Join(mod, "..", "chart")
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build helm in test/chart: %w\n%s", err, output)
