@@ -81,7 +81,7 @@ func TestParse(t *testing.T) {
 // TestEveryCommandAssigned: every command of the project's Markdown has
 // exactly one test that runs it, or a reason why none does.
 func TestEveryCommandAssigned(t *testing.T) {
-	cmds, err := Load("../..")
+	cmds, err := Load("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
