@@ -70,7 +70,7 @@ func TestStateDirIsAskedFor(t *testing.T) {
 	if def := run.Flags().Lookup("state-dir").DefValue; def != "" {
 		t.Errorf("--state-dir defaults to %q, want none (in memory)", def)
 	}
-	for _, path := range []string{"../../deploy/pleg.service", "../../deploy/daemonset.yaml", "../../charts/pleg/templates/daemonset.yaml"} {
+	for _, path := range []string{"../../../deploy/pleg.service", "../../../deploy/daemonset.yaml", "../../../charts/pleg/templates/daemonset.yaml"} {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
