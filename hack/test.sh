@@ -16,10 +16,10 @@
 #    components as one program, then helm) in the background: after vet,
 #    which has compiled client-go and the rest of what the components
 #    share with pleg, as two builds of the same packages at once would
-#    compile them twice. make lint, test/kube, test/otel (it mostly
-#    waits: on a collector stopped for two minutes, on daemons killed and
-#    started again), and test/chart then hack/image, each in the
-#    background; in the foreground the root module's tests with the race
+#    compile them twice. make lint, test/kube (once those are built),
+#    test/otel (it mostly waits: on a collector stopped for two minutes,
+#    on daemons killed and started again), and hack/image then test/chart
+#    (helm built), each in the background; in the foreground the root module's tests with the race
 #    detector, then every fuzz target for CI_FUZZTIME executions
 #    (hack/fuzz.sh). A suite that needs a program still being built waits
 #    on the cache's lock for it. A line says when each part ended; the
@@ -77,9 +77,19 @@ pids="$pids $prebuild"
 say "make vet"
 $MAKE --no-print-directory vet || exit 1
 
-(cd "$KUBE_TEST_MODULE" && $GO run ./prebuild) &
+(
+	cd "$KUBE_TEST_MODULE" && $GO run ./prebuild
+	: >"$logs/kubebuild.done"
+) &
 kubebuild=$!
 pids="$pids $kubebuild"
+# after_kubebuild waits until test/kube/prebuild has ended (built, or
+# failed: then the tests build and fail with the reason), so that a test
+# binary's -timeout does not run while it waits for the Kubernetes
+# components or helm on a busy machine.
+after_kubebuild() {
+	while [ ! -e "$logs/kubebuild.done" ]; do sleep 5; done
+}
 
 lint() { $MAKE --no-print-directory lint; }
 # test/kube's packages mostly wait: on API servers and kubelets, on the
@@ -88,26 +98,30 @@ lint() { $MAKE --no-print-directory lint; }
 # incident suite's five to eight) run side by side instead of one queuing
 # behind the other, past the quarter of an hour a warm run has.
 kube_tests() {
+	after_kubebuild
 	cd "$KUBE_TEST_MODULE" && $GO test -p 3 -count=1 -timeout "$TEST_TIMEOUT" ./...
 }
 otel_tests() {
 	cd "$OTEL_TEST_MODULE" && $GO test -count=1 -timeout "$TEST_TIMEOUT" ./...
 }
+# hack/image first: test/chart's doc commands run helm, which
+# test/kube/prebuild builds after the Kubernetes components.
 chart_image_tests() {
-	echo "cd $CHART_TEST_MODULE && $GO test -count=1 ./..."
-	(cd "$CHART_TEST_MODULE" && $GO test -count=1 -timeout "$TEST_TIMEOUT" ./...)
-	k=$?
 	echo "cd $IMAGE_MODULE && $GO test -count=1 ./..."
-	(cd "$IMAGE_MODULE" && $GO test -count=1 -timeout "$TEST_TIMEOUT" ./...) && return $k
+	(cd "$IMAGE_MODULE" && $GO test -count=1 -timeout "$TEST_TIMEOUT" ./...)
+	k=$?
+	after_kubebuild
+	echo "cd $CHART_TEST_MODULE && $GO test -count=1 ./..."
+	(cd "$CHART_TEST_MODULE" && $GO test -count=1 -timeout "$TEST_TIMEOUT" ./...) && return $k
 }
-say "make lint, $KUBE_TEST_MODULE, $OTEL_TEST_MODULE, $CHART_TEST_MODULE then $IMAGE_MODULE: in the background, their output at the end"
+say "make lint, $KUBE_TEST_MODULE, $OTEL_TEST_MODULE, $IMAGE_MODULE then $CHART_TEST_MODULE: in the background, their output at the end"
 lane lint lint
 lintpid=$!
 lane kube kube_tests
 kube=$!
 lane otel otel_tests
 otel=$!
-lane chart-image chart_image_tests
+lane image-chart chart_image_tests
 chart=$!
 
 say "$GO test -race -count=1 -timeout $TEST_TIMEOUT ./..."
@@ -129,7 +143,7 @@ wait $otel || status=1
 say "cd $OTEL_TEST_MODULE && $GO test -count=1 -timeout $TEST_TIMEOUT ./..."
 cat "$logs/otel.log"
 wait $chart || status=1
-cat "$logs/chart-image.log"
+cat "$logs/image-chart.log"
 # A failed prebuild is the tests' to report: a suite whose program could
 # not be built tried again and failed with the reason.
 wait $prebuild
