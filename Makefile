@@ -16,7 +16,7 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: build kubectl-pleg image test test-matrix check lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim incidents help
+.PHONY: build kubectl-pleg image test test-matrix check vet lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim incidents help
 
 # make alone runs make test, as it did when test was merely the first
 # target: help is listed last and does not take its place.
@@ -44,19 +44,20 @@ IMAGE_MODULE = hack/image
 # ~/.cache/pleg, which takes minutes.
 TEST_TIMEOUT ?= 40m
 
-## test: format and vet checks, then every test with the race detector;
-## each fuzz target runs its seed corpus as a test, then fuzzes for
-## CI_FUZZTIME (3,000 executions); the end-to-end tests
-## run against containerd 1.7 and the newest 2.x and CRI-O with pod events
-## on and off (PLEG_CONTAINERD_VERSIONS and PLEG_CRIO_VERSIONS choose others)
-## test/kube runs beside the root module's tests: the end-to-end tests
-## mostly wait on their runtimes, and its first run builds etcd and
-## kube-apiserver (about 20 CPU-minutes), which fills that wait; then
-## test/chart, then hack/image (the image built twice, for both
-## platforms); test/otel (the export against a real OpenTelemetry
-## Collector) beside them. Their output follows the root module's.
-test: check
-	@GO='$(GO)' TEST_TIMEOUT='$(TEST_TIMEOUT)' CI_FUZZTIME='$(CI_FUZZTIME)' KUBE_TEST_MODULE='$(KUBE_TEST_MODULE)' \
+## test: make vet, then make lint and every test: the root module's with
+## the race detector; each fuzz target runs its seed corpus as a test,
+## then fuzzes for CI_FUZZTIME (3,000 executions); the end-to-end tests run
+## against containerd 1.7 and the newest 2.x and CRI-O with pod events on
+## and off (PLEG_CONTAINERD_VERSIONS and PLEG_CRIO_VERSIONS choose others).
+## Beside them, without -race (harnesses around real programs; see
+## docs/testing.md): test/kube, test/otel (the export against a real
+## OpenTelemetry Collector), test/chart then hack/image. The third-party
+## programs the suites run are built once per machine, in the background
+## from the start (hack/prebuild, then test/kube/prebuild), each with a
+## line saying what and how long; the background output follows the root
+## module's (hack/test.sh). hack/cold-test.sh measures a cold run.
+test:
+	@GO='$(GO)' MAKE='$(MAKE)' TEST_TIMEOUT='$(TEST_TIMEOUT)' CI_FUZZTIME='$(CI_FUZZTIME)' KUBE_TEST_MODULE='$(KUBE_TEST_MODULE)' \
 	  CHART_TEST_MODULE='$(CHART_TEST_MODULE)' IMAGE_MODULE='$(IMAGE_MODULE)' OTEL_TEST_MODULE='$(OTEL_TEST_MODULE)' hack/test.sh
 
 ## test-matrix: the runtime harness and end-to-end tests against every
@@ -100,18 +101,20 @@ image:
 	  -repo '$(IMAGE_REPO)' -tag '$(IMAGE_TAG)' -platforms '$(IMAGE_PLATFORMS)' \
 	  -version '$(VERSION)' -revision '$(REVISION)' -created '$(SOURCE_DATE_EPOCH)'
 
-## check: gofmt, the license header of every Go file, go vet, then
-## golangci-lint with .golangci.yml over the four modules and tools/, and
-## actionlint over .github/workflows
-check:
+## check: make vet, then make lint
+check: vet lint
+
+## vet: gofmt, the license header of every Go file, every module's go.mod
+## tidy, go vet of the five modules
+vet:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@hack/check-license.sh
+	@for m in $(LINT_MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod not tidy in $$m: cd $$m && go mod tidy"; exit 1; }; done
 	$(GO) vet ./...
 	cd $(KUBE_TEST_MODULE) && $(GO) vet ./...
 	cd $(CHART_TEST_MODULE) && $(GO) vet ./...
 	cd $(IMAGE_MODULE) && $(GO) vet ./...
 	cd $(OTEL_TEST_MODULE) && $(GO) vet ./...
-	@$(MAKE) --no-print-directory lint
 
 # golangci-lint is built from tools/go.mod (its version pinned there, its
 # dependencies out of the product's go.mod) into Go's build cache, once.
@@ -122,10 +125,12 @@ LINT_MODULES = . $(KUBE_TEST_MODULE) $(CHART_TEST_MODULE) $(IMAGE_MODULE) $(OTEL
 ACTIONLINT = $(GO) tool -modfile=$(CURDIR)/$(IMAGE_MODULE)/go.mod actionlint
 
 ## lint: golangci-lint over every module, actionlint over the workflows
+# --allow-serial-runners: another golangci-lint on the machine (another
+# checkout's make test) is waited for, not an error.
 lint:
 	@for m in $(LINT_MODULES); do \
 	  echo "golangci-lint run ($$m)"; \
-	  (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
+	  (cd $$m && $(GOLANGCI_LINT) run --allow-serial-runners --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
 	done
 	@echo "actionlint (.github/workflows)"; $(ACTIONLINT) -no-color .github/workflows/*.yml
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/plegkit/pleg/internal/testing/doccmd"
+	"github.com/plegkit/pleg/internal/testing/helmbin"
 )
 
 // TestDocCommands runs every helm install of README.md and docs/ (their
@@ -31,10 +32,15 @@ func TestDocCommands(t *testing.T) {
 	if len(cmds) == 0 {
 		t.Fatal("no helm install in the docs")
 	}
+	// helm in the cache, shared with test/kube's real node: built once per
+	// machine, and never twice at once.
+	helm, err := helmbin.Build(t.Context(), ".", t.Logf)
+	if err != nil {
+		t.Fatalf("building helm: %v", err)
+	}
 	bin := t.TempDir()
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(bin, "helm"), "helm.sh/helm/v4/cmd/helm")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building helm: %v\n%s", err, out)
+	if err := os.Symlink(helm, filepath.Join(bin, "helm")); err != nil {
+		t.Fatal(err)
 	}
 	home := t.TempDir()
 	for _, c := range cmds {

@@ -70,6 +70,9 @@ func Assignments() []Assignment {
 			Why: "skopeo and oras are not built here; crane's push of the same layout is run"},
 		{File: "docs/fleet.md", Command: re(`(FLEET_OUT=\S+ )?make fleet.*`),
 			Why: "a 10-to-200-node harness of about 25 minutes; its figures are in docs/fleet.md"},
+		{File: "docs/testing.md", Command: re(`hack/cold-test\.sh.*|cd test/kube && GOCACHE=.* go run \./prebuild`),
+			Why: "a cold make test (most of an hour of both cores) or a cold build in fresh caches; " +
+				"the figures they gave are on that page"},
 		{File: "docs/kubelet-on-sim.md", Command: re(`sudo make kubelet-on-sim.*`),
 			Why: "minutes per size; make test runs the same kubelet on the simulator at 100 pods (test/kube/simnode)"},
 	}

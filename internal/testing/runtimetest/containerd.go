@@ -93,7 +93,7 @@ func InstallContainerd(ctx context.Context, version string, logf func(string, ..
 			for i, c := range cmds {
 				pkgs[i] = mod + "/cmd/" + c + "@" + version
 			}
-			err = goCommand(ctx, dir, []string{"GOBIN=" + bin}, append([]string{"install"}, pkgs...)...)
+			err = goCommand(ctx, dir, []string{"GOBIN=" + bin}, append([]string{"install", stripped}, pkgs...)...)
 		}
 		// 1.7, 2.0 and 2.1 have exclude directives in their go.mod.
 		if v1 || err != nil && strings.Contains(err.Error(), "directives") {
@@ -108,6 +108,12 @@ func InstallContainerd(ctx context.Context, version string, logf func(string, ..
 	}
 	return b, common(ctx, &b, logf)
 }
+
+// stripped links a third-party program without its symbol table and DWARF
+// (-s -w): a test runs it, nobody debugs it, and the link of a large
+// program is the cheaper by a third. Its build information, which tells
+// its version, stays.
+const stripped = "-ldflags=-s -w"
 
 // buildThroughScratchModule builds the commands cmds of module mod at
 // version into bin through a module of our own in src that requires it:
@@ -149,7 +155,7 @@ func buildThroughScratchModule(
 	if err := goCommand(ctx, src, env, "mod", "tidy"); err != nil {
 		return err
 	}
-	args := []string{"build", "-o", bin + "/"}
+	args := []string{"build", stripped, "-o", bin + "/"}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, " "))
 	}

@@ -108,13 +108,13 @@ func Critest(ctx context.Context, logf func(string, ...any)) (CritestBinaries, e
 	if err := goCommand(ctx, src, env, "mod", "tidy"); err != nil {
 		return b, fmt.Errorf("runtimetest: critest: %w", err)
 	}
-	if err := goCommand(ctx, src, env, "test", "-c", "-o", b.Critest, critestModule+"/cmd/critest"); err != nil {
+	if err := goCommand(ctx, src, env, "test", "-c", stripped, "-o", b.Critest, critestModule+"/cmd/critest"); err != nil {
 		return b, fmt.Errorf("runtimetest: building critest: %w", err)
 	}
-	if err := goCommand(ctx, src, env, "build", "-o", b.Ginkgo, ginkgoCLI); err != nil {
+	if err := goCommand(ctx, src, env, "build", stripped, "-o", b.Ginkgo, ginkgoCLI); err != nil {
 		return b, fmt.Errorf("runtimetest: building ginkgo for critest: %w", err)
 	}
-	if err := goCommand(ctx, src, env, "build", "-o", b.Crictl, critestModule+"/cmd/crictl"); err != nil {
+	if err := goCommand(ctx, src, env, "build", stripped, "-o", b.Crictl, critestModule+"/cmd/crictl"); err != nil {
 		return b, fmt.Errorf("runtimetest: building crictl: %w", err)
 	}
 	if err := current(); err != nil {

@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/plegkit/pleg/internal/testing/cachelock"
+	"github.com/plegkit/pleg/internal/testing/helmbin"
 	"github.com/plegkit/pleg/internal/testing/runtimetest"
 )
 
@@ -416,36 +416,15 @@ func NotReadyTaint(n *corev1.Node) bool {
 }
 
 // BuildHelm builds the helm command of test/chart's go.mod (its tool)
-// into the cache beside the Kubernetes binaries: charts are installed as
-// an operator installs them.
+// into the cache beside the Kubernetes binaries (internal/testing/helmbin,
+// which test/chart's doc commands share): charts are installed as an
+// operator installs them.
 func BuildHelm(ctx context.Context, logf func(string, ...any)) (string, error) {
-	cache, err := runtimetest.CacheDir()
-	if err != nil {
-		return "", err
-	}
-	binDir := filepath.Join(cache, "kube", "bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := cachelock.Acquire(filepath.Join(binDir, "..", "helm.lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
 	mod, err := moduleDir()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(binDir, "helm")
-	if _, err := os.Stat(out); err != nil {
-		logf("building helm from test/chart's go.mod (minutes, the first time)")
-	}
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, "helm.sh/helm/v4/cmd/helm")
-	cmd.Dir = filepath.Join(mod, "..", "chart")
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build helm in test/chart: %w\n%s", err, output)
-	}
-	return out, nil
+	return helmbin.Build(ctx, filepath.Join(mod, "..", "chart"), logf)
 }
 
 // RepoRoot is the repository's root: two levels above this module.

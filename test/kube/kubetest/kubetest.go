@@ -6,9 +6,9 @@
 // and k8s.io/kubernetes, at the versions this module's go.mod names as
 // tools), run as processes of their own on loopback ports, with RBAC on,
 // a token for an admin and service account tokens that the API server
-// signs. The first start builds both binaries with `go build`, which needs
-// the Go module proxy and takes minutes; later starts reuse the build
-// cache.
+// signs. The first start builds them, with the node's components, as one
+// program (buildKube), which needs the Go module proxy and takes minutes;
+// later starts reuse the build cache.
 package kubetest
 
 import (
@@ -16,15 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,11 +35,9 @@ import (
 	"github.com/plegkit/pleg/internal/testing/cachelock"
 )
 
-// The tools' packages, as this module's go.mod names them.
-const (
-	apiServerPkg = "k8s.io/kubernetes/cmd/kube-apiserver"
-	etcdPkg      = "go.etcd.io/etcd/server/v3"
-)
+// apiServerPkg is one of the tools this module's go.mod names: they keep
+// the requirements of the components that testdata/kube links.
+const apiServerPkg = "k8s.io/kubernetes/cmd/kube-apiserver"
 
 // AdminToken is the bearer token of an admin (group system:masters).
 const AdminToken = "pleg-test-admin-token"
@@ -109,22 +104,40 @@ func Unavailable(t testing.TB, err error) {
 	t.Skipf("skipping, no kube-apiserver (set CI=true to make this a failure): %v", err)
 }
 
-// Build builds etcd and kube-apiserver into <cache>/kube/bin, the cache
-// being $PLEG_CACHE_DIR, else ~/.cache/pleg, else the repository's .cache;
-// `go build` relinks nothing that is up to date. Concurrent builds, also
-// from other test processes, take turns through a lock file.
+// Build builds etcd and kube-apiserver (see buildKube) and returns their
+// paths. Concurrent builds, also from other test processes, take turns
+// through a lock file.
 func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
-	var b Binaries
-	err := build(ctx, logf, map[string]*string{etcdPkg: &b.Etcd, apiServerPkg: &b.APIServer})
-	return b, err
+	dir, err := buildKube(ctx, logf)
+	if err != nil {
+		return Binaries{}, err
+	}
+	return Binaries{Etcd: filepath.Join(dir, "etcd"), APIServer: filepath.Join(dir, "kube-apiserver")}, nil
 }
 
-// build builds each package of the module's tools into the cache's
-// kube/bin, under the name of its last path element, and sets its path.
-func build(ctx context.Context, logf func(string, ...any), pkgs map[string]*string) error {
+// kubeMain is the multi-call program of etcd and the Kubernetes
+// components, in this module (under testdata: ./... leaves it out).
+const kubeMain = "./kubetest/testdata/kube"
+
+// components are the names the multi-call program answers to: each is a
+// link to it in the cache's bin directory.
+var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
+
+// buildKube builds etcd and the Kubernetes components of the module's
+// go.mod as one program, kube, into <cache>/kube/<release>/bin, the cache
+// being $PLEG_CACHE_DIR, else ~/.cache/pleg, else the repository's .cache,
+// and links each component's name to it there; it returns that
+// directory. One program, linked once and stripped (-s -w: a test reads
+// no DWARF), instead of six: the compile is the same, the links and the
+// go command's loading of the package graph are done once, not six
+// times. `go build` relinks nothing that is up to date.
+func buildKube(ctx context.Context, logf func(string, ...any)) (string, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	mod, err := moduleDir()
 	if err != nil {
-		return err
+		return "", err
 	}
 	// The runtime harness's rule (internal/testing/runtimetest.CacheDir, which this
 	// module cannot import): the servers are built once per machine, not
@@ -137,58 +150,63 @@ func build(ctx context.Context, logf func(string, ...any), pkgs map[string]*stri
 			cache = filepath.Join(mod, "..", "..", ".cache")
 		}
 	}
-	binDir, err := filepath.Abs(filepath.Join(cache, "kube", "bin"))
+	release, ldflags, err := versionFlags(mod)
 	if err != nil {
-		return err
+		return "", err
+	}
+	binDir, err := filepath.Abs(filepath.Join(cache, "kube", release, "bin"))
+	if err != nil {
+		return "", err
 	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return fmt.Errorf("kubetest: %w", err)
+		return "", fmt.Errorf("kubetest: %w", err)
 	}
-	ldflags, err := versionFlags(mod)
+	unlock, err := cachelock.Acquire(filepath.Join(binDir, "..", "..", "build.lock"))
 	if err != nil {
-		return err
-	}
-	unlock, err := cachelock.Acquire(filepath.Join(binDir, "..", "build.lock"))
-	if err != nil {
-		return err
+		return "", err
 	}
 	defer unlock()
-	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
-		out := filepath.Join(binDir, path.Base(strings.TrimSuffix(pkg, "/v3")))
-		if pkg == etcdPkg {
-			out = filepath.Join(binDir, "etcd")
+	out := filepath.Join(binDir, "kube")
+	if _, err := os.Stat(out); err != nil {
+		logf("kubetest: building etcd and Kubernetes %s (%s) as one program into %s, "+
+			"once: about 15 CPU-minutes", release, strings.Join(components[1:], ", "), binDir)
+	}
+	start := time.Now()
+	// Built as a plain `go build` builds them (the tests' -race is a flag
+	// of theirs), so that the build cache serves every run.
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-ldflags", "-s -w "+ldflags, "-o", out, kubeMain)
+	cmd.Dir = mod
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("kubetest: go build %s in %s: %w\n%s", kubeMain, mod, err, tail(string(output), 20))
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		logf("kubetest: built etcd and Kubernetes %s in %v", release, d.Round(time.Second))
+	}
+	for _, name := range components {
+		link := filepath.Join(binDir, name)
+		if target, err := os.Readlink(link); err == nil && target == "kube" {
+			continue
 		}
-		*pkgs[pkg] = out
-		if _, err := os.Stat(out); err != nil {
-			logf("kubetest: building %s (from the Go module proxy the first time: minutes)", pkg)
-		}
-		start := time.Now()
-		cmd := exec.CommandContext(ctx, goTool(), "build", "-ldflags", ldflags, "-o", out, pkg)
-		cmd.Dir = mod
-		// Built as a plain `go build` builds them (the tests' -race is a
-		// flag of theirs), so that the build cache serves every run.
-		if output, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("kubetest: go build %s in %s: %w\n%s", pkg, mod, err, tail(string(output), 20))
-		}
-		if d := time.Since(start); d > 10*time.Second {
-			logf("kubetest: built %s in %v", pkg, d.Round(time.Second))
+		_ = os.Remove(link) // absent, or not the link: made anew below
+		if err := os.Symlink("kube", link); err != nil {
+			return "", fmt.Errorf("kubetest: %w", err)
 		}
 	}
-	return nil
+	return binDir, nil
 }
 
 // versionFlags stamps the Kubernetes release of the module's go.mod into
 // what it builds, as Kubernetes' own release builds do: without it an API
 // server says it is v0.0.0-master+$Format:%H$, which fails a chart's
 // kubeVersion, and a kubelet registers a node of no version.
-func versionFlags(mod string) (string, error) {
+func versionFlags(mod string) (release, ldflags string, err error) {
 	data, err := os.ReadFile(filepath.Join(mod, "go.mod"))
 	if err != nil {
-		return "", fmt.Errorf("kubetest: %w", err)
+		return "", "", fmt.Errorf("kubetest: %w", err)
 	}
 	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)\b`).FindStringSubmatch(string(data))
 	if m == nil {
-		return "", fmt.Errorf("kubetest: %s/go.mod requires no k8s.io/kubernetes release", mod)
+		return "", "", fmt.Errorf("kubetest: %s/go.mod requires no k8s.io/kubernetes release", mod)
 	}
 	var flags []string
 	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
@@ -198,7 +216,7 @@ func versionFlags(mod string) (string, error) {
 			"-X "+pkg+".gitMinor="+m[3],
 			"-X "+pkg+".gitTreeState=clean")
 	}
-	return strings.Join(flags, " "), nil
+	return m[1], strings.Join(flags, " "), nil
 }
 
 // Start starts etcd and kube-apiserver in a temporary directory and waits

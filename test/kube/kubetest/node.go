@@ -32,16 +32,19 @@ type NodeBinaries struct {
 }
 
 // BuildNode builds the node's binaries from the module's k8s.io/kubernetes
-// release, as Build builds the API server (cached, version stamped).
+// release, as Build builds the API server: the same program (cached,
+// version stamped), under their names.
 func BuildNode(ctx context.Context, logf func(string, ...any)) (NodeBinaries, error) {
-	var b NodeBinaries
-	err := build(ctx, logf, map[string]*string{
-		"k8s.io/kubernetes/cmd/kube-controller-manager": &b.ControllerManager,
-		"k8s.io/kubernetes/cmd/kube-scheduler":          &b.Scheduler,
-		"k8s.io/kubernetes/cmd/kubelet":                 &b.Kubelet,
-		"k8s.io/kubernetes/cmd/kubectl":                 &b.Kubectl,
-	})
-	return b, err
+	dir, err := buildKube(ctx, logf)
+	if err != nil {
+		return NodeBinaries{}, err
+	}
+	return NodeBinaries{
+		ControllerManager: filepath.Join(dir, "kube-controller-manager"),
+		Scheduler:         filepath.Join(dir, "kube-scheduler"),
+		Kubelet:           filepath.Join(dir, "kubelet"),
+		Kubectl:           filepath.Join(dir, "kubectl"),
+	}, nil
 }
 
 // StartControllers starts kube-controller-manager and kube-scheduler
