@@ -183,12 +183,13 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	sent := time.Unix(0, ev.GetCreatedAt())
 	replay := ev.GetCreatedAt() > 0 && sent.Before(e.connectedAt)
 	missed := replay && !g.st.coveredSince.IsZero() && sent.After(g.st.coveredSince)
-	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && g.stream != nil {
+	kind := kindOf(ev.GetContainerEventType())
+	if kind.stage == stageDeleted && g.stream != nil {
 		g.noteRemoval(ev, g.st.podOf(ev))
 	}
 	label := "replayed"
 	if !replay {
-		label = eventTypeLabel(ev.GetContainerEventType())
+		label = kind.label
 	}
 	g.metrics.Hints.WithLabelValues(label).Inc()
 	if !g.opts.HintOnly {
@@ -290,39 +291,17 @@ func (g *Generator) takeHint(e queuedEvent, replay, missed bool) {
 	}
 }
 
-func eventTypeLabel(t runtimeapi.ContainerEventType) string {
-	switch t {
-	case runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT:
-		return "created"
-	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		return "started"
-	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		return "stopped"
-	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-		return "deleted"
-	default:
-		return "unknown"
-	}
-}
-
 // trace tells Options.Trace, if set, that the event ev tells of passed
 // stage.
 func (g *Generator) trace(stage trace.Stage, ev *runtimeapi.ContainerEventResponse) {
 	if g.opts.Trace == nil {
 		return
 	}
-	var typ EventType
-	switch ev.GetContainerEventType() {
-	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		typ = ContainerStarted
-	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		typ = ContainerDied
-	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-		typ = ContainerRemoved
-	default:
+	typ := kindOf(ev.GetContainerEventType()).event
+	if typ == "" {
 		return
 	}
-	g.opts.Trace(stage, ev.GetContainerId(), string(typ), time.Now())
+	g.opts.Trace(stage, ev.GetContainerId(), string(typ), g.clock.Now())
 }
 
 // traceEvents tells Options.Trace, if set, that events passed stage.
@@ -330,7 +309,7 @@ func (g *Generator) traceEvents(stage trace.Stage, events []Event) {
 	if g.opts.Trace == nil {
 		return
 	}
-	now := time.Now()
+	now := g.clock.Now()
 	for i := range events {
 		g.opts.Trace(stage, events[i].ContainerID, string(events[i].Type), now)
 	}
@@ -383,10 +362,24 @@ func (g *Generator) settled(uid string, ts []transition, untold stream.Removals,
 	g.st.hints.tombstone(ts, observed)
 	items := make([]stream.Item, 0, 8)
 	for _, t := range ts {
-		items = append(items, stream.Item{ID: t.id, Sandbox: t.sandbox, Now: t.new.item()})
+		items = append(items, stream.Item{ID: t.id, Sandbox: t.sandbox, Now: itemState(t.new)})
 	}
 	g.stream.Settled(uid, items, observed)
 	g.stream.RemovalsUntold(untold, g.st.prevRelist, g.clock.Now())
+}
+
+// itemState is a state as the removal watch follows it.
+func itemState(s state) stream.ItemState {
+	switch s {
+	case stateRunning:
+		return stream.ItemRunning
+	case stateExited:
+		return stream.ItemExited
+	case stateNonExistent:
+		return stream.ItemRemoved
+	default:
+		return stream.ItemOther
+	}
 }
 
 // noteRemoval tells the stream supervisor that a DELETED event came, of

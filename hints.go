@@ -32,31 +32,6 @@ const (
 	tombstoneTTL = 10 * time.Minute
 )
 
-// stage is a step of a container's life an event reported.
-type stage uint8
-
-const (
-	stageCreated stage = 1 << iota
-	stageStarted
-	stageStopped
-	stageDeleted
-)
-
-func stageOf(t runtimeapi.ContainerEventType) stage {
-	switch t {
-	case runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT:
-		return stageCreated
-	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		return stageStarted
-	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		return stageStopped
-	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-		return stageDeleted
-	default:
-		return 0
-	}
-}
-
 // hint is what the events said of one container or sandbox.
 type hint struct {
 	id      string
@@ -202,7 +177,7 @@ func (b *hintBook) note(
 			h.stages |= stageStarted
 		}
 	}
-	h.stages |= stageOf(ev.GetContainerEventType())
+	h.stages |= kindOf(ev.GetContainerEventType()).stage
 	h.last = now
 	h.live = h.live || !missed
 	return true
@@ -287,35 +262,6 @@ func (b *hintBook) take(
 		delete(b.pods, uid)
 	}
 	return h
-}
-
-// expand fills in the states a transition skipped that the stream saw: a
-// container that started and exited between two relists goes from not
-// existing to exited, and the stream tells that it ran. States are taken
-// in the order a container lives them; created stays silent, as always.
-func expand(t transition, seen stage) []transition {
-	from, to := t.old.rank(false), t.new.rank(true)
-	if seen == 0 || to <= from {
-		return []transition{t}
-	}
-	states := []state{t.old}
-	if seen&stageStarted != 0 && from < rankRunning && rankRunning < to {
-		states = append(states, stateRunning)
-	}
-	if seen&stageStopped != 0 && from < rankExited && rankExited < to {
-		states = append(states, stateExited)
-	}
-	if len(states) == 1 {
-		return []transition{t}
-	}
-	states = append(states, t.new)
-	out := make([]transition, 0, len(states)-1)
-	for i := 1; i < len(states); i++ {
-		x := t
-		x.old, x.new = states[i-1], states[i]
-		out = append(out, x)
-	}
-	return out
 }
 
 // untoldRemovals returns the IDs of what was removed among ts, a pod's

@@ -75,7 +75,8 @@ var fallbackReasons = []string{
 // payload is what an event says, read and checked.
 type payload struct {
 	uid, name, namespace string
-	typ                  runtimeapi.ContainerEventType
+	// stage is the step of its subject's life the event reports.
+	stage stage
 	// subject is the ID of the container or sandbox the event is about.
 	subject string
 	// sandbox is the pod's sandbox status; nil only for a DELETED event,
@@ -88,15 +89,16 @@ type payload struct {
 // what it says, or why it cannot be. pod finds the pod of an ID when the
 // event has no sandbox status.
 func readPayload(ev *runtimeapi.ContainerEventResponse, pod func(id string) string) (p payload, fallback string) {
-	p.typ, p.subject = ev.GetContainerEventType(), ev.GetContainerId()
-	if stageOf(p.typ) == 0 || p.subject == "" {
+	kind := kindOf(ev.GetContainerEventType())
+	p.stage, p.subject = kind.stage, ev.GetContainerId()
+	if p.stage == 0 || p.subject == "" {
 		return p, fallbackMalformed
 	}
 	sb := ev.GetPodSandboxStatus()
 	if md := sb.GetMetadata(); md.GetUid() != "" && sb.GetId() != "" {
 		p.uid, p.name, p.namespace, p.sandbox = md.GetUid(), md.GetName(), md.GetNamespace(), sb
 	}
-	if p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+	if p.stage == stageDeleted {
 		// Removal is the whole news: it needs no status, only the pod,
 		// and containerd sends none for a sandbox it removed.
 		if p.uid == "" {
@@ -132,13 +134,8 @@ func readPayload(ev *runtimeapi.ContainerEventResponse, pod func(id string) stri
 		}
 		got, _ = containerState(subject.GetState())
 	}
-	// The snapshot must be at least as far on as the event: a STOPPED
-	// whose status still runs was taken before the exit.
-	need := map[runtimeapi.ContainerEventType]int{
-		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT: rankRunning,
-		runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT: rankExited,
-	}[p.typ]
-	if got.rank(false) < need {
+	// The snapshot must be at least as far on as the event.
+	if got.rankFrom() < kind.need {
 		return p, fallbackContradict
 	}
 	return p, ""
@@ -167,7 +164,7 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		return ""
 	}
 
-	status := g.mergeStatus(rec, statuses, p.subject, p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	status := g.mergeStatus(rec, statuses, p.subject, p.stage == stageDeleted)
 	if !g.cache.Set(rec.uid, status, nil, rec.modified) {
 		return fallbackRefused
 	}
@@ -203,7 +200,7 @@ func (g *Generator) movePayloadForward(rec *podRecord, p payload) map[hintKey]an
 		switch {
 		case !found:
 			next = slices.Insert(next, i, e)
-		case e.state.rank(false) > next[i].state.rank(false):
+		case e.state.rankFrom() > next[i].state.rankFrom():
 			next[i].state = e.state
 			if e.name != "" {
 				next[i].name = e.name
@@ -213,7 +210,7 @@ func (g *Generator) movePayloadForward(rec *podRecord, p payload) map[hintKey]an
 		}
 		statuses[hintKey{e.id, e.sandbox}] = status
 	}
-	if p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+	if p.stage == stageDeleted {
 		next = slices.DeleteFunc(next, func(x entry) bool { return x.id == p.subject })
 	} else {
 		s, _ := sandboxState(p.sandbox.GetState())
@@ -231,7 +228,7 @@ func (g *Generator) movePayloadForward(rec *podRecord, p payload) map[hintKey]an
 // payload moved it to: the subject's expanded to the stages its event
 // implies, the others as they are.
 func payloadTransitions(rec *podRecord, p payload) []transition {
-	seen := stageOf(p.typ)
+	seen := p.stage
 	for _, c := range p.containers {
 		if c.GetId() == p.subject && c.GetStartedAt() > 0 {
 			// It ran, in whatever order its events come: CRI-O may send

@@ -68,24 +68,6 @@ func compareEntries(a, b *entry) int {
 	return strings.Compare(a.id, b.id)
 }
 
-// transition is a container or sandbox changing state between two lists.
-type transition struct {
-	id      string
-	name    string
-	sandbox bool
-	old     state
-	new     state
-	// afterRestart marks a change found by comparing the runtime with the
-	// records a Store restored; started and finished are then the
-	// container's own times (CRI nanoseconds), where the runtime has them.
-	afterRestart      bool
-	started, finished int64
-	// detail is the container's status as inspected for this change, or
-	// as last inspected for a removal; nil for sandboxes and where none
-	// was seen.
-	detail *detail
-}
-
 // podRecord is what the generator remembers of one pod: its containers as
 // of the last time it was reconciled (old) and as of the latest list (cur).
 // Both are sorted with compareEntries, so comparing them is one walk.
@@ -355,4 +337,13 @@ func (r *podRecord) report() PodReport {
 		p.Items[i] = ItemReport{ID: e.id, Name: e.name, Sandbox: e.sandbox, State: e.state.report()}
 	}
 	return p
+}
+
+// criTime is a CRI timestamp, in nanoseconds since the epoch, as a time;
+// zero for none.
+func criTime(ns int64) time.Time {
+	if ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }

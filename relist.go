@@ -110,7 +110,7 @@ func (g *Generator) startsUntold(containers []*runtimeapi.Container) bool {
 			continue
 		}
 		for _, e := range rec.old {
-			if _, ok := listed[e.id]; !ok && !e.sandbox && e.state.rank(false) < rankRunning {
+			if _, ok := listed[e.id]; !ok && !e.sandbox && e.state.rankFrom() < rankRunning {
 				return true
 			}
 		}

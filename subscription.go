@@ -240,7 +240,7 @@ func (p *pendingPod) merge(c *podChange) (coalesced int) {
 		}
 		sl := &p.slots[i]
 		sl.observed = c.observed
-		if sl.change == p.changes || (t.old == sl.ts[len(sl.ts)-1].new && t.new.rank(true) > sl.furthest()) {
+		if sl.change == p.changes || (t.old == sl.ts[len(sl.ts)-1].new && t.new.rankTo() > sl.furthest()) {
 			// The same change, or the container's life going on: keep.
 			sl.ts, sl.change = append(sl.ts, t), p.changes
 			continue
@@ -302,9 +302,9 @@ func (p *pendingPod) fold(i int, t transition) (coalesced int) {
 // furthest is the furthest rank in its life the slot's container reached,
 // as far as the subscriber knows or has pending.
 func (sl *slot) furthest() int {
-	r := sl.ts[0].old.rank(false)
+	r := sl.ts[0].old.rankFrom()
 	for _, t := range sl.ts {
-		r = max(r, t.new.rank(true))
+		r = max(r, t.new.rankTo())
 	}
 	return r
 }
@@ -343,16 +343,4 @@ func (p *pendingPod) events() []Event {
 		out = append(out, p.event(ConditionMet, p.conditionAt))
 	}
 	return out
-}
-
-// deliverable counts the events a transition delivers.
-func deliverable(from, to state) int {
-	types, n := transitionEvents(from, to)
-	count := 0
-	for _, t := range types[:n] {
-		if t != ContainerChanged {
-			count++
-		}
-	}
-	return count
 }
