@@ -117,11 +117,11 @@ func (s streamSide) Deliver(ev *runtimeapi.ContainerEventResponse, connectedAt t
 
 // StreamChanged asks for a global relist: what changed while the stream
 // was down, or since it broke, only a list can tell.
-func (s streamSide) StreamChanged(up, opened bool) {
-	if !up {
+func (s streamSide) StreamChanged(c stream.Change) {
+	if c != stream.Connected {
 		s.g.updateMode()
 	}
-	if up || opened {
+	if c != stream.Failed {
 		s.g.requestGlobalRelist()
 	}
 }
@@ -317,7 +317,7 @@ func (g *Generator) traceEvents(stage trace.Stage, events []Event) {
 
 // evented reports whether the event stream drives relists now.
 func (g *Generator) evented() bool {
-	return g.stream != nil && g.stream.Holding(g.clock.Now())
+	return g.stream != nil && g.stream.State().Holding
 }
 
 // streamConnected reports whether the event stream is connected, held or
@@ -327,8 +327,7 @@ func (g *Generator) streamConnected() bool {
 	if g.stream == nil {
 		return false
 	}
-	connected, _, _, _ := g.stream.Snapshot()
-	return connected
+	return g.stream.State().Connected
 }
 
 // newStream returns the supervisor of src's event stream, wired to the
@@ -351,7 +350,7 @@ func (g *Generator) retryRelist(uid string, deadline bool) {
 	if g.stream == nil || deadline || !g.evented() {
 		return
 	}
-	g.stream.RelistFailed(uid, g.clock.Now())
+	g.stream.RelistFailed(uid)
 }
 
 // settled takes what a relist or a payload reported of pod uid, with the
@@ -364,8 +363,10 @@ func (g *Generator) settled(uid string, ts []transition, untold stream.Removals,
 	for _, t := range ts {
 		items = append(items, stream.Item{ID: t.id, Sandbox: t.sandbox, Now: itemState(t.new)})
 	}
-	g.stream.Settled(uid, items, observed)
-	g.stream.RemovalsUntold(untold, g.st.prevRelist, g.clock.Now())
+	g.stream.Reported(stream.Report{
+		UID: uid, Items: items, Observed: observed,
+		Untold: untold, LastObserved: g.st.prevRelist,
+	})
 }
 
 // itemState is a state as the removal watch follows it.
@@ -394,7 +395,7 @@ func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid strin
 	case rec != nil && rec.knows(id, false):
 		known = true
 	}
-	g.stream.RemovalTold(id, k, known, g.clock.Now())
+	g.stream.RemovalTold(id, k, known)
 }
 
 // requestGlobalRelist asks the loop for a global relist now.

@@ -190,10 +190,10 @@ func (g *Generator) Healthy() (bool, error) {
 		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
 	}
 	if g.opts.Mode == ModeEvented && g.stream != nil {
-		connected, since, err, _ := g.stream.Snapshot()
-		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
+		st := g.stream.State()
+		if down := g.clock.Since(st.Since); !st.Connected && !st.Since.IsZero() && down > g.opts.RelistThreshold {
 			return false, fmt.Errorf("the container event stream has been down for %v; threshold is %v: %w",
-				down, g.opts.RelistThreshold, err)
+				down, g.opts.RelistThreshold, st.Err)
 		}
 	}
 	return true, nil
@@ -212,8 +212,9 @@ func (g *Generator) Status() Status {
 	s := Status{Mode: g.opts.Mode, RelistPeriod: g.period(), RelistThreshold: g.threshold()}
 	switch {
 	case g.stream != nil:
-		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.Snapshot()
-		s.Evented = g.evented()
+		st := g.stream.State()
+		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = st.Connected, st.Since, st.Err, st.Unsupported
+		s.Evented = st.Holding
 		for _, k := range g.stream.UntoldRemovals() {
 			s.UntoldRemovals = append(s.UntoldRemovals, k.String())
 		}
@@ -349,15 +350,11 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 // generator caught up from a Store, the runtime's backlog, which may tell
 // what its lists no longer can.
 func (g *Generator) awaitStream(ctx context.Context) {
-	select {
-	case <-g.stream.Attempted():
-	case <-g.clock.After(stream.FirstAttemptWait):
-	case <-ctx.Done():
-	}
+	g.stream.AwaitAttempt(ctx)
 	g.relistMu.Lock()
 	catchingUp := g.st.catchingUp && !g.st.coveredSince.IsZero()
 	g.relistMu.Unlock()
 	if catchingUp {
-		g.stream.AwaitBacklog(ctx)
+		g.stream.AwaitBacklog(ctx, stream.BacklogMaybe)
 	}
 }

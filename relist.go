@@ -13,6 +13,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -47,7 +48,7 @@ func (g *Generator) relist(ctx context.Context) error {
 	g.health.relisted(start)
 	g.metrics.LastSeen.Set(float64(start.Unix()))
 	if g.startsUntold(containers) {
-		g.stream.AwaitBacklogBegun(ctx)
+		g.stream.AwaitBacklog(ctx, stream.BacklogDue)
 	}
 	g.absorbEvents("")
 
