@@ -353,36 +353,6 @@ func (g *Generator) retryRelist(uid string, deadline bool) {
 	g.stream.RelistFailed(uid)
 }
 
-// settled takes what a relist or a payload reported of pod uid, with the
-// removals among it no event told: a late DELETED must not report the
-// removed again, the removal watch follows what exited, and removals
-// found untold teach what the stream leaves out. Callers hold relistMu.
-func (g *Generator) settled(uid string, ts []transition, untold stream.Removals, observed time.Time) {
-	g.st.hints.tombstone(ts, observed)
-	items := make([]stream.Item, 0, 8)
-	for _, t := range ts {
-		items = append(items, stream.Item{ID: t.id, Sandbox: t.sandbox, Now: itemState(t.new)})
-	}
-	g.stream.Reported(stream.Report{
-		UID: uid, Items: items, Observed: observed,
-		Untold: untold, LastObserved: g.st.prevRelist,
-	})
-}
-
-// itemState is a state as the removal watch follows it.
-func itemState(s state) stream.ItemState {
-	switch s {
-	case stateRunning:
-		return stream.ItemRunning
-	case stateExited:
-		return stream.ItemExited
-	case stateNonExistent:
-		return stream.ItemRemoved
-	default:
-		return stream.ItemOther
-	}
-}
-
 // noteRemoval tells the stream supervisor that a DELETED event came, of
 // the kind its subject shows: a sandbox's is a pod's removal. Callers
 // hold relistMu.

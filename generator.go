@@ -60,6 +60,9 @@ type Generator struct {
 	// Both are owned by relistMu, their slices kept from one to the next.
 	single   outbox
 	relisted outbox
+	// items is where settle lists a report's items for the stream
+	// supervisor, which keeps none of them; owned by relistMu.
+	items []stream.Item
 
 	runMu  sync.Mutex
 	cancel context.CancelFunc

@@ -8,8 +8,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/plegkit/pleg/internal/stream"
-	"github.com/plegkit/pleg/internal/trace"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -158,43 +156,54 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		rec.name, rec.namespace = p.name, p.namespace
 	}
 
-	statuses := g.movePayloadForward(rec, p)
+	moved := g.movePayloadForward(rec, p)
 	transitions := payloadTransitions(rec, p)
 	if len(transitions) == 0 {
 		return ""
 	}
-
-	status := g.mergeStatus(rec, statuses, p.subject, p.stage == stageDeleted)
-	if !g.cache.Set(rec.uid, status, nil, rec.modified) {
+	u := podUpdate{
+		rec:      rec,
+		status:   g.mergeStatus(rec, moved, p),
+		cachedAt: rec.modified,
+		change:   &podChange{podRef: rec.ref(), observed: e.received, transitions: transitions},
+		event:    e.ev,
+	}
+	if !g.emit(&g.single, &u) {
 		return fallbackRefused
 	}
-	g.trace(trace.Applied, e.ev)
 	if !known {
 		st.records[rec.uid] = rec
 	}
 	if st.moved != nil {
 		st.moved[rec.uid] = struct{}{}
 	}
-	rec.advance()
-	g.settled(rec.uid, transitions, stream.Removals{}, e.received)
-	g.deliver(rec, &podChange{
-		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
-		observed:    e.received,
-		transitions: transitions,
-	}, status)
+	g.flush(&g.single)
 	g.requests.add(rec.uid, e.received)
 	return ""
+}
+
+// movedStatuses are the payload's statuses of the items it moved forward.
+type movedStatuses struct {
+	sandbox    *runtimeapi.PodSandboxStatus
+	containers []*runtimeapi.ContainerStatus
+}
+
+// replaces reports whether a moved status replaces item id's.
+func (m *movedStatuses) replaces(id string, sandbox bool) bool {
+	if sandbox {
+		return m.sandbox != nil && m.sandbox.GetId() == id
+	}
+	return slices.ContainsFunc(m.containers, func(c *runtimeapi.ContainerStatus) bool { return c.GetId() == id })
 }
 
 // movePayloadForward sets what the pod will be, rec.cur: what is known,
 // each item moved forward by the payload, never back. It returns the
 // payload's status of each item it moved.
-func (g *Generator) movePayloadForward(rec *podRecord, p payload) map[hintKey]any {
+func (g *Generator) movePayloadForward(rec *podRecord, p payload) (moved movedStatuses) {
 	next := slices.Clone(rec.old)
-	statuses := make(map[hintKey]any)
-	forward := func(e entry, status any) {
+	forward := func(e entry) bool {
 		if g.st.hints.isRemoved(e.id) {
-			return
+			return false
 		}
 		i, found := slices.BinarySearchFunc(next, &e, func(x entry, y *entry) int { return compareEntries(&x, y) })
 		switch {
@@ -206,22 +215,26 @@ func (g *Generator) movePayloadForward(rec *podRecord, p payload) map[hintKey]an
 				next[i].name = e.name
 			}
 		default:
-			return
+			return false
 		}
-		statuses[hintKey{e.id, e.sandbox}] = status
+		return true
 	}
 	if p.stage == stageDeleted {
 		next = slices.DeleteFunc(next, func(x entry) bool { return x.id == p.subject })
 	} else {
 		s, _ := sandboxState(p.sandbox.GetState())
-		forward(entry{id: p.sandbox.GetId(), state: s, sandbox: true}, p.sandbox)
+		if forward(entry{id: p.sandbox.GetId(), state: s, sandbox: true}) {
+			moved.sandbox = p.sandbox
+		}
 		for _, c := range p.containers {
 			s, _ := containerState(c.GetState())
-			forward(entry{id: c.GetId(), name: c.GetMetadata().GetName(), state: s}, c)
+			if forward(entry{id: c.GetId(), name: c.GetMetadata().GetName(), state: s}) {
+				moved.containers = append(moved.containers, c)
+			}
 		}
 	}
 	rec.cur = next
-	return statuses
+	return moved
 }
 
 // payloadTransitions are the transitions from what the pod was to what the
@@ -252,20 +265,14 @@ func payloadTransitions(rec *podRecord, p payload) []transition {
 }
 
 // mergeStatus returns the pod's cached status with the statuses of the
-// items the payload moved forward put in, and the removed subject taken
+// items the payload moved forward put in, and a removed subject taken
 // out.
-func (g *Generator) mergeStatus(
-	rec *podRecord,
-	moved map[hintKey]any,
-	subject string,
-	removed bool,
-) *runtime.PodStatus {
+func (g *Generator) mergeStatus(rec *podRecord, moved movedStatuses, p payload) *runtime.PodStatus {
 	cached, _ := g.cache.Get(rec.uid)
 	var sandboxes []*runtimeapi.PodSandboxStatus
 	var containers []*runtimeapi.ContainerStatus
 	keep := func(id string, sandbox bool) bool {
-		_, replaced := moved[hintKey{id, sandbox}]
-		return !replaced && (!removed || id != subject)
+		return !moved.replaces(id, sandbox) && (p.stage != stageDeleted || id != p.subject)
 	}
 	if cached != nil {
 		for _, s := range cached.Sandboxes {
@@ -279,15 +286,9 @@ func (g *Generator) mergeStatus(
 			}
 		}
 	}
-	for _, s := range moved {
-		switch s := s.(type) {
-		case *runtimeapi.PodSandboxStatus:
-			sandboxes = append(sandboxes, s)
-		case *runtimeapi.ContainerStatus:
-			containers = append(containers, s)
-		}
+	if moved.sandbox != nil {
+		sandboxes = append(sandboxes, moved.sandbox)
 	}
-	status := runtime.NewPodStatus(rec.uid, rec.name, rec.namespace, sandboxes, containers)
-	status.IPs = g.podIPs(rec.uid, status)
-	return status
+	containers = append(containers, moved.containers...)
+	return runtime.NewPodStatus(rec.uid, rec.name, rec.namespace, sandboxes, containers)
 }

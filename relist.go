@@ -412,26 +412,23 @@ func (g *Generator) inspectWork(ctx context.Context, w *podWork) inspection {
 	return inspection{status, err}
 }
 
-// apply brings the cache up to date with one pod, advances its record and
-// puts its change in out, to deliver. If the pod could not be inspected,
-// its record stays where it was, so the next relist finds the same changes
-// and tries again; the kubelet does the same and drops the events
-// meanwhile. Callers hold relistMu.
+// apply takes a pod's inspection: the change it confirms leaves by emit,
+// into out. If the pod could not be inspected, its record stays where it
+// was, so the next relist finds the same changes and tries again; the
+// kubelet does the same and drops the events meanwhile. Callers hold
+// relistMu.
 func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observed time.Time, out *outbox) {
 	rec := w.rec
-	ref := podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace}
-	status := in.status
 	switch {
 	case w.gone:
-		g.cache.Delete(rec.uid)
 		g.health.podInspected(rec.uid)
 	case in.err != nil && ctx.Err() != nil:
 		// Stopped mid-inspection: not the pod's fault, nothing to cache.
 		g.reinspect.add(rec.uid)
 		return
 	case in.err != nil:
-		g.inspectionFailed(ref, in.err, observed)
-		if g.cache.Set(rec.uid, status, in.err, observed) {
+		g.inspectionFailed(rec.ref(), in.err, observed)
+		if g.cache.Set(rec.uid, in.status, in.err, observed) {
 			rec.modified = observed
 		}
 		g.reinspect.add(rec.uid)
@@ -440,32 +437,27 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 		if g.health.podInspected(rec.uid) {
 			g.log.Info("PLEG: Pod can be inspected again", "pod", rec.namespace+"/"+rec.name, "podUID", rec.uid)
 		}
-		status.IPs = g.podIPs(rec.uid, status)
-		if !g.cache.Set(rec.uid, status, nil, observed) {
-			// The cache holds a newer status than this observation: the
-			// next relist brings a fresh one.
-			return
-		}
-		rec.modified = observed
 	}
-
-	change := &podChange{
-		podRef:      ref,
-		observed:    observed,
-		transitions: w.transitions,
-		podSync:     len(w.transitions) == 0 && w.reinspect,
+	u := podUpdate{
+		rec:      rec,
+		status:   in.status,
+		cachedAt: observed,
+		change: &podChange{
+			podRef:      rec.ref(),
+			observed:    observed,
+			transitions: w.transitions,
+			podSync:     len(w.transitions) == 0 && w.reinspect,
+		},
+		untold: w.untold,
 	}
-	if !w.gone {
-		change.conditionMet = g.conditions.evaluate(rec.uid, status)
-	}
-	rec.advance()
-	if g.stream != nil {
-		g.settled(rec.uid, w.transitions, w.untold, observed)
+	if !g.emit(out, &u) {
+		// The cache holds a newer status than this observation: the next
+		// relist brings a fresh one.
+		return
 	}
 	if w.shortLived > 0 {
 		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
 	}
-	g.addChange(out, rec, change, status)
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when

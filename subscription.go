@@ -115,11 +115,8 @@ type Subscription struct {
 // pendingPod is what a subscription has yet to deliver of one pod.
 type pendingPod struct {
 	podRef
-	slots        []slot
-	podSync      bool
-	conditionMet bool
-	syncAt       time.Time
-	conditionAt  time.Time
+	slots []slot
+	podEvents
 	// changes counts the changes merged, to tell a change's own
 	// transitions from those of earlier ones.
 	changes int
@@ -330,17 +327,5 @@ func (p *pendingPod) find(t transition) int {
 }
 
 func (p *pendingPod) events() []Event {
-	var out []Event
-	for _, sl := range p.slots {
-		for _, t := range sl.ts {
-			out = p.appendTransition(out, t, sl.observed)
-		}
-	}
-	if p.podSync {
-		out = append(out, p.event(PodSync, p.syncAt))
-	}
-	if p.conditionMet {
-		out = append(out, p.event(ConditionMet, p.conditionAt))
-	}
-	return out
+	return p.appendPodEvents(nil, p.slots, p.podEvents)
 }

@@ -100,7 +100,8 @@ func New(src runtime.EventSource, rt runtime.Runtime, g Generator, h Health, cfg
 // Report is what a relist or an event's payload reported of one pod.
 type Report struct {
 	UID string
-	// Items are the pod's containers and sandboxes whose state changed.
+	// Items are the pod's containers and sandboxes whose state changed;
+	// the caller's again once Reported returns.
 	Items []Item
 	// Observed is when the change was observed.
 	Observed time.Time
