@@ -4,7 +4,6 @@
 package pleg
 
 import (
-	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -25,77 +24,6 @@ import (
 // or takes it as a hint (hints.go) for a relist of its pod. While the stream holds, global relists slow to
 // EventedRelistPeriod, a safety net; while it is down they keep
 // RelistPeriod, and the stream is retried for as long as it takes.
-
-// maxQueuedEvents bounds the events waiting for the relist loop, which a
-// relist of many pods or a hung one can keep busy. Past it, events are
-// dropped and a global relist finds what they said.
-const maxQueuedEvents = 4096
-
-// queuedEvent is an event as the stream delivered it.
-type queuedEvent struct {
-	ev          *runtimeapi.ContainerEventResponse
-	connectedAt time.Time // when its stream connected
-	received    time.Time
-}
-
-// eventQueue carries the stream's events to the relist loop. The stream's
-// reader never waits on it.
-type eventQueue struct {
-	mu    sync.Mutex
-	items []queuedEvent
-	// overflowed tells that events were dropped since the last take.
-	overflowed bool
-	// ready has a token while events are queued.
-	ready chan struct{}
-}
-
-func newEventQueue() *eventQueue { return &eventQueue{ready: make(chan struct{}, 1)} }
-
-// push queues an event, or drops it when the queue is full, and reports
-// whether it queued it.
-func (q *eventQueue) push(e queuedEvent) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	queued := len(q.items) < maxQueuedEvents
-	if queued {
-		q.items = append(q.items, e)
-	} else {
-		q.overflowed = true
-	}
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-	return queued
-}
-
-// take returns what is queued, and whether events were dropped since the
-// last take.
-func (q *eventQueue) take() (events []queuedEvent, overflowed bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	events, overflowed = q.items, q.overflowed
-	q.items, q.overflowed = nil, false
-	return events, overflowed
-}
-
-// takeIf removes and returns the queued events match selects, in order.
-func (q *eventQueue) takeIf(match func(*runtimeapi.ContainerEventResponse) bool) []queuedEvent {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var taken []queuedEvent
-	kept := q.items[:0]
-	for _, e := range q.items {
-		if match(e.ev) {
-			taken = append(taken, e)
-		} else {
-			kept = append(kept, e)
-		}
-	}
-	clear(q.items[len(kept):])
-	q.items = kept
-	return taken
-}
 
 // streamSide is the generator as the stream machinery drives it
 // (stream.Generator): a type of its own, so that its methods stay out of
@@ -180,21 +108,19 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	// Then it is what a runtime kept for its next subscriber while none
 	// watched (containerd holds five minutes of it): it may tell of a
 	// container that came and went meanwhile, which no relist can see.
-	sent := time.Unix(0, ev.GetCreatedAt())
-	replay := ev.GetCreatedAt() > 0 && sent.Before(e.connectedAt)
-	missed := replay && !g.st.coveredSince.IsZero() && sent.After(g.st.coveredSince)
+	from := g.originOf(e)
 	kind := kindOf(ev.GetContainerEventType())
 	if kind.stage == stageDeleted && g.stream != nil {
 		g.noteRemoval(ev, g.st.podOf(ev))
 	}
 	label := "replayed"
-	if !replay {
+	if from == sentLive {
 		label = kind.label
 	}
 	g.metrics.Hints.WithLabelValues(label).Inc()
 	if !g.opts.HintOnly {
 		fallback := fallbackReplayed
-		if !replay {
+		if from == sentLive {
 			fallback = hintBecause
 		}
 		if fallback == "" {
@@ -218,7 +144,22 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		}
 		g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
 	}
-	g.takeHint(e, replay, missed)
+	g.takeHint(e, from)
+}
+
+// originOf tells when an event was sent: an event sent before we
+// subscribed is backlog, and replayed unless it was sent since the store
+// began keeping what was reported; then it was missed.
+func (g *Generator) originOf(e queuedEvent) origin {
+	sent := time.Unix(0, e.ev.GetCreatedAt())
+	switch {
+	case e.ev.GetCreatedAt() <= 0 || !sent.Before(e.connectedAt):
+		return sentLive
+	case !g.st.coveredSince.IsZero() && sent.After(g.st.coveredSince):
+		return missed
+	default:
+		return replayed
+	}
 }
 
 // maxDeferred bounds the events deferred behind one pod's inspection;
@@ -262,26 +203,18 @@ func (g *Generator) applyDeferred() {
 	for _, d := range deferred {
 		if fallback := g.takePayload(d.e, d.p); fallback != "" {
 			g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
-			g.takeHint(d.e, false, false)
+			g.takeHint(d.e, sentLive)
 		}
 	}
 }
 
 // takeHint takes an event as a hint: a relist of its pod, asked for.
 // Callers hold relistMu.
-func (g *Generator) takeHint(e queuedEvent, replay, missed bool) {
+func (g *Generator) takeHint(e queuedEvent, from origin) {
 	ev := e.ev
 	g.trace(trace.Hinted, ev)
 	uid := g.st.podOf(ev)
-	rec := g.st.records[uid]
-	if !g.st.hints.note(
-		ev,
-		uid,
-		rec != nil && rec.knows(ev.GetContainerId(), true),
-		replay && !missed,
-		missed,
-		e.received,
-	) {
+	if !g.st.hints.note(ev, uid, g.st.records[uid], from, e.received) {
 		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it",
 			"containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
 		return
@@ -369,9 +302,4 @@ func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid strin
 }
 
 // requestGlobalRelist asks the loop for a global relist now.
-func (g *Generator) requestGlobalRelist() {
-	select {
-	case g.relistNow <- struct{}{}:
-	default:
-	}
-}
+func (g *Generator) requestGlobalRelist() { g.relistNow.notify() }

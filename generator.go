@@ -48,7 +48,7 @@ type Generator struct {
 	reinspect  podSet           // pods to inspect at their next relist
 	conditions *watchConditions // SetPodWatchCondition
 	events     *eventQueue      // from the stream to the relist loop
-	relistNow  chan struct{}    // a global relist, now
+	relistNow  signal           // a global relist, now
 
 	// relistMu is held by whoever relists: the relist loop, or a caller
 	// of Relist. It owns st, the relist state, and makes its holder the
@@ -115,7 +115,7 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		reinspect:  podSet{set: make(map[string]struct{})},
 		conditions: newWatchConditions(),
 		events:     newEventQueue(),
-		relistNow:  make(chan struct{}, 1),
+		relistNow:  newSignal(),
 		st: relistState{
 			records:      records,
 			catchingUp:   len(restored.Pods) > 0,

@@ -123,25 +123,34 @@ func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now 
 	}
 }
 
+// origin is when an event was sent, as the hints take it.
+type origin uint8
+
+const (
+	// sentLive: sent while this generator watched.
+	sentLive origin = iota
+	// replayed: backlog a runtime kept for its next subscriber, sent
+	// before the Store began keeping what was reported: old news.
+	replayed
+	// missed: backlog sent since the Store began keeping what was
+	// reported, while no generator watched: it may tell of a container
+	// that came and went meanwhile, which no relist can see.
+	missed
+)
+
 // note records an event about pod uid as a hint, and reports whether it
 // could: an event needs an ID and a pod. A replayed event only teaches the
-// pods of the IDs it names; a missed one (sent while no generator watched)
-// is a hint like any other, marked so. knownSandbox tells that the pod's
-// record knows the event's subject as a sandbox, for an event that came
-// without the sandbox's ID (containerd's and CRI-O's, once the pod is
-// gone).
-func (b *hintBook) note(
-	ev *runtimeapi.ContainerEventResponse,
-	uid string,
-	knownSandbox, replay, missed bool,
-	now time.Time,
-) bool {
+// pods of the IDs it names; a missed one is a hint like any other, marked
+// so. rec, the pod's record if it has one, may know the event's subject as
+// a sandbox, for an event that came without the sandbox's ID (containerd's
+// and CRI-O's, once the pod is gone).
+func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, rec *podRecord, from origin, now time.Time) bool {
 	id := ev.GetContainerId()
 	if uid == "" || id == "" {
 		return false
 	}
 	b.learn(ev, uid, now)
-	if replay {
+	if from == replayed {
 		return true
 	}
 	sb := ev.GetPodSandboxStatus()
@@ -160,7 +169,7 @@ func (b *hintBook) note(
 		}
 	}
 	if h == nil {
-		h = &hint{id: id, sandbox: knownSandbox || id == sb.GetId()}
+		h = &hint{id: id, sandbox: id == sb.GetId() || (rec != nil && rec.knows(id, true))}
 		ph.items = append(ph.items, h)
 	}
 	for _, c := range ev.GetContainersStatuses() {
@@ -179,7 +188,7 @@ func (b *hintBook) note(
 	}
 	h.stages |= kindOf(ev.GetContainerEventType()).stage
 	h.last = now
-	h.live = h.live || !missed
+	h.live = h.live || from != missed
 	return true
 }
 

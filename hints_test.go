@@ -84,7 +84,11 @@ func noteIn(b *hintBook, ev *runtimeapi.ContainerEventResponse, replay bool, now
 	if uid == "" {
 		uid = b.ownerOf(ev.GetContainerId())
 	}
-	return uid, b.note(ev, uid, false, replay, false, now)
+	from := sentLive
+	if replay {
+		from = replayed
+	}
+	return uid, b.note(ev, uid, nil, from, now)
 }
 
 func TestHintBook(t *testing.T) {

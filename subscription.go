@@ -48,7 +48,7 @@ func (f *fanout) subscribe() *Subscription {
 	s := &Subscription{
 		fanout:  f,
 		pending: make(map[string]*pendingPod),
-		wake:    make(chan struct{}, 1),
+		wake:    newSignal(),
 		closed:  make(chan struct{}),
 	}
 	f.mu.Lock()
@@ -107,7 +107,7 @@ type Subscription struct {
 	queue   []*pendingPod // pods in the order their first pending event came
 	batch   []Event       // events of the pod being delivered
 
-	wake      chan struct{}
+	wake      signal
 	closed    chan struct{}
 	closeOnce sync.Once
 }
@@ -212,10 +212,7 @@ func (s *Subscription) add(c *podChange) {
 	if coalesced > 0 {
 		s.fanout.metrics.CoalescedEvents.Add(float64(coalesced))
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.wake.notify()
 }
 
 // maxEndedPending is how many containers of one pod that ended (were
