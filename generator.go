@@ -18,6 +18,38 @@ import (
 	"github.com/plegkit/pleg/runtime"
 )
 
+// The package, file by file, in the order a change goes through it:
+//
+//	doc.go           the package's documentation
+//	options.go       Options, Mode, the Cache interface, defaults
+//	generator.go     Generator, New and every exported method; the relist loop (run)
+//	queues.go        what waits for the loop: the stream's events, relist
+//	                 requests, pods to re-inspect; the signal that wakes it
+//	relist.go        the relist, global and of one pod: lists, inspections
+//	relist_state.go  what the relist lock owns: list items grouped into
+//	                 pods, each pod's work planned, malformed items
+//	evented.go       the generator's side of the event stream (internal/stream
+//	                 supervises it): each event applied or taken as a hint
+//	payload.go       an event's payload applied at once, or why it is not
+//	hints.go         what events tell that relists cannot see
+//	outbox.go        the one way out of a pod's change: cache, record,
+//	                 settle, then the store and delivery, in order
+//	record.go        what was last seen of each pod, and its change as events
+//	transitions.go   states, the kubelet's transition table, event kinds
+//	event.go         Event and EventType
+//	subscription.go  Watch's channel and the lossless Subscriptions
+//	conditions.go    watch conditions
+//	health.go        Status, HealthCheck, the mode, period and threshold in force
+//	store.go         the Store interface and MemoryStore
+//
+// An event's payload, for one, goes down that list: streamSide.Deliver
+// (evented.go) queues it (queues.go); the loop's handleEvents reads it and
+// applyPayload (payload.go) moves the pod's record forward and hands the
+// change to emit (outbox.go), which writes the cache, advances the record
+// (record.go) and settles the change with internal/stream; flush keeps it
+// in the store and publishes its events (record.go, transitions.go) to
+// the subscribers (subscription.go).
+
 // Generator is a relisting pod lifecycle event generator: it lists the
 // runtime's sandboxes and containers every RelistPeriod, compares each pod
 // with what it saw before, inspects the pods that changed into the cache,
@@ -25,10 +57,7 @@ import (
 // a container event stream, events ask for relists of their pods in
 // between, and slow global relists down to a safety net.
 //
-// All methods are safe for concurrent use. Every exported method is in
-// this file; relist.go holds relisting, evented.go the handling of the
-// event stream, internal/stream its supervision, hints.go what events tell
-// that relists cannot see.
+// All methods are safe for concurrent use.
 type Generator struct {
 	// Set by New and read-only after.
 	rt      runtime.Runtime

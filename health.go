@@ -258,3 +258,18 @@ func (g *Generator) threshold() time.Duration {
 	}
 	return g.opts.RelistThreshold
 }
+
+// updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.
+func (g *Generator) updateMode() {
+	inForce := ModeGeneric
+	if g.evented() {
+		inForce = ModeEvented
+	}
+	for _, m := range []Mode{ModeGeneric, ModeEvented} {
+		v := 0.0
+		if m == inForce {
+			v = 1
+		}
+		g.metrics.Mode.WithLabelValues(string(m)).Set(v)
+	}
+}

@@ -53,7 +53,9 @@ func (g *Generator) relist(ctx context.Context) error {
 	g.absorbEvents("")
 
 	st.group(sandboxes, containers, "", g.streamConnected())
-	g.updateRunningMetrics()
+	running, byState := st.running()
+	g.metrics.RunningPods.Set(float64(running))
+	g.metrics.SetRunningContainers(byState[0], byState[1], byState[2], byState[3])
 
 	// Requests for pods the list does not hold are dropped with them.
 	reinspect := g.reinspect.takeAll()
