@@ -7,6 +7,7 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/internal/trace"
@@ -37,7 +38,7 @@ func (s streamSide) Deliver(ev *runtimeapi.ContainerEventResponse, connectedAt t
 	if ev.GetCreatedAt() > 0 {
 		g.metrics.EventedLatency.Observe(now.Sub(time.Unix(0, ev.GetCreatedAt())).Seconds())
 	}
-	g.trace(trace.Received, ev)
+	g.tracer.event(trace.Received, ev)
 	if !g.events.push(queuedEvent{ev: ev, connectedAt: connectedAt, received: now}) {
 		g.metrics.EventsDropped.Inc()
 	}
@@ -74,7 +75,8 @@ func (g *Generator) handleEvents() {
 		g.requestGlobalRelist()
 	}
 	for _, e := range events {
-		g.handleEvent(e)
+		g.tracer.event(trace.Dequeued, e.ev)
+		g.handleEvent(e, "")
 	}
 }
 
@@ -87,20 +89,14 @@ func (g *Generator) absorbEvents(pod string) {
 	for _, e := range g.events.takeIf(func(ev *runtimeapi.ContainerEventResponse) bool {
 		return pod == "" || g.st.podOf(ev) == pod
 	}) {
-		g.handleEventAs(e, fallbackOvertaken)
+		g.handleEvent(e, fallbackOvertaken)
 	}
 }
 
 // handleEvent applies an event's payload at once (payload.go), or takes
-// the event as a hint: it asks for a relist of its pod. Callers hold
-// relistMu.
-func (g *Generator) handleEvent(e queuedEvent) {
-	g.trace(trace.Dequeued, e.ev)
-	g.handleEventAs(e, "")
-}
-
-// handleEventAs handles an event, as a hint for the reason given if one is.
-func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
+// the event as a hint, for the reason given if one is: it asks for a
+// relist of its pod. Callers hold relistMu.
+func (g *Generator) handleEvent(e queuedEvent, hintBecause string) {
 	ev := e.ev
 	// An event sent before we subscribed is backlog: it still asks for a
 	// relist, but what it says is old news and reports nothing itself,
@@ -108,7 +104,7 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	// Then it is what a runtime kept for its next subscriber while none
 	// watched (containerd holds five minutes of it): it may tell of a
 	// container that came and went meanwhile, which no relist can see.
-	from := g.originOf(e)
+	from := g.st.originOf(e)
 	kind := kindOf(ev.GetContainerEventType())
 	if kind.stage == stageDeleted && g.stream != nil {
 		g.noteRemoval(ev, g.st.podOf(ev))
@@ -145,21 +141,6 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
 	}
 	g.takeHint(e, from)
-}
-
-// originOf tells when an event was sent: an event sent before we
-// subscribed is backlog, and replayed unless it was sent since the store
-// began keeping what was reported; then it was missed.
-func (g *Generator) originOf(e queuedEvent) origin {
-	sent := time.Unix(0, e.ev.GetCreatedAt())
-	switch {
-	case e.ev.GetCreatedAt() <= 0 || !sent.Before(e.connectedAt):
-		return sentLive
-	case !g.st.coveredSince.IsZero() && sent.After(g.st.coveredSince):
-		return missed
-	default:
-		return replayed
-	}
 }
 
 // maxDeferred bounds the events deferred behind one pod's inspection;
@@ -212,7 +193,7 @@ func (g *Generator) applyDeferred() {
 // Callers hold relistMu.
 func (g *Generator) takeHint(e queuedEvent, from origin) {
 	ev := e.ev
-	g.trace(trace.Hinted, ev)
+	g.tracer.event(trace.Hinted, ev)
 	uid := g.st.podOf(ev)
 	if !g.st.hints.note(ev, uid, g.st.records[uid], from, e.received) {
 		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it",
@@ -224,27 +205,33 @@ func (g *Generator) takeHint(e queuedEvent, from origin) {
 	}
 }
 
-// trace tells Options.Trace, if set, that the event ev tells of passed
-// stage.
-func (g *Generator) trace(stage trace.Stage, ev *runtimeapi.ContainerEventResponse) {
-	if g.opts.Trace == nil {
+// tracer tells Options.Trace, if set, the stages events pass inside the
+// generator; without one it costs a nil check.
+type tracer struct {
+	f     trace.Func
+	clock clock.PassiveClock
+}
+
+// event tells that the event ev tells of passed stage.
+func (t tracer) event(stage trace.Stage, ev *runtimeapi.ContainerEventResponse) {
+	if t.f == nil {
 		return
 	}
 	typ := kindOf(ev.GetContainerEventType()).event
 	if typ == "" {
 		return
 	}
-	g.opts.Trace(stage, ev.GetContainerId(), string(typ), g.clock.Now())
+	t.f(stage, ev.GetContainerId(), string(typ), t.clock.Now())
 }
 
-// traceEvents tells Options.Trace, if set, that events passed stage.
-func (g *Generator) traceEvents(stage trace.Stage, events []Event) {
-	if g.opts.Trace == nil {
+// events tells that events passed stage.
+func (t tracer) events(stage trace.Stage, events []Event) {
+	if t.f == nil {
 		return
 	}
-	now := g.clock.Now()
+	now := t.clock.Now()
 	for i := range events {
-		g.opts.Trace(stage, events[i].ContainerID, string(events[i].Type), now)
+		t.f(stage, events[i].ContainerID, string(events[i].Type), now)
 	}
 }
 

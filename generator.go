@@ -67,6 +67,7 @@ type Generator struct {
 	clock   clock.WithDelayedExecution
 	log     *slog.Logger
 	metrics *metrics.PLEG
+	tracer  tracer
 	// stream is nil in generic mode and for a runtime without a stream.
 	stream *stream.Supervisor
 
@@ -138,6 +139,7 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		clock:      opts.Clock,
 		log:        opts.Logger,
 		metrics:    m,
+		tracer:     tracer{f: opts.Trace, clock: opts.Clock},
 		health:     newHealth(),
 		out:        newFanout(opts.ChannelCapacity, m, opts.Logger),
 		requests:   newRequestQueue(),
@@ -354,7 +356,11 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 			locked(func() { pi = g.podListed(ctx, l) })
 			if pi != nil {
 				inspected := make(chan *podInspection, 1)
-				watcher.Go(func() { inspected <- g.inspectListed(ctx, pi) })
+				watcher.Go(func() {
+					// Like an inspection worker, it touches nothing but pi.
+					pi.in = g.inspectWork(ctx, &pi.w)
+					inspected <- pi
+				})
 				podInspected = inspected
 			}
 		case pi := <-podInspected:

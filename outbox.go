@@ -57,14 +57,14 @@ func (g *Generator) emit(out *outbox, u *podUpdate) bool {
 	if u.status == nil {
 		g.cache.Delete(rec.uid)
 	} else {
-		u.status.IPs = g.podIPs(rec.uid, u.status)
+		u.status.IPs = keptIPs(g.cache, rec.uid, u.status)
 		if !g.cache.Set(rec.uid, u.status, nil, u.cachedAt) {
 			return false
 		}
 		rec.modified = u.cachedAt
 	}
 	if u.event != nil {
-		g.trace(trace.Applied, u.event)
+		g.tracer.event(trace.Applied, u.event)
 	} else if u.status != nil {
 		c.conditionMet = g.conditions.evaluate(rec.uid, u.status)
 	}
@@ -83,10 +83,10 @@ func (g *Generator) emit(out *outbox, u *podUpdate) bool {
 	return true
 }
 
-// podIPs keeps the IPs of a pod whose sandboxes have all been torn down:
-// the API expects a finished pod to keep reporting the IP it had. A pod
-// with a ready sandbox reports what that sandbox reports, even nothing.
-func (g *Generator) podIPs(uid string, status *runtime.PodStatus) []string {
+// keptIPs keeps the IPs cached of a pod whose sandboxes have all been torn
+// down: the API expects a finished pod to keep reporting the IP it had. A
+// pod with a ready sandbox reports what that sandbox reports, even nothing.
+func keptIPs(cache Cache, uid string, status *runtime.PodStatus) []string {
 	if len(status.IPs) > 0 {
 		return status.IPs
 	}
@@ -95,7 +95,7 @@ func (g *Generator) podIPs(uid string, status *runtime.PodStatus) []string {
 			return status.IPs
 		}
 	}
-	cached, err := g.cache.Get(uid)
+	cached, err := cache.Get(uid)
 	if err != nil || cached == nil {
 		return nil
 	}
@@ -174,11 +174,11 @@ func (g *Generator) flush(out *outbox) {
 		g.log.Error("PLEG: Could not keep changes in the store; delivering them anyway, a restart may report them again",
 			"pods", len(out.changes), "err", err)
 	}
-	g.traceEvents(trace.Committed, out.events)
+	g.tracer.events(trace.Committed, out.events)
 	start := 0
 	for i, c := range out.changes {
 		g.out.publish(c, out.events[start:out.ends[i]])
-		g.traceEvents(trace.Published, out.events[start:out.ends[i]])
+		g.tracer.events(trace.Published, out.events[start:out.ends[i]])
 		start = out.ends[i]
 	}
 	if cap(out.events) > maxKeptEvents {

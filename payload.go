@@ -156,14 +156,14 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		rec.name, rec.namespace = p.name, p.namespace
 	}
 
-	moved := g.movePayloadForward(rec, p)
+	moved := st.moveForward(rec, p)
 	transitions := payloadTransitions(rec, p)
 	if len(transitions) == 0 {
 		return ""
 	}
 	u := podUpdate{
 		rec:      rec,
-		status:   g.mergeStatus(rec, moved, p),
+		status:   mergeStatus(g.cache, rec, moved, p),
 		cachedAt: rec.modified,
 		change:   &podChange{podRef: rec.ref(), observed: e.received, transitions: transitions},
 		event:    e.ev,
@@ -196,13 +196,13 @@ func (m *movedStatuses) replaces(id string, sandbox bool) bool {
 	return slices.ContainsFunc(m.containers, func(c *runtimeapi.ContainerStatus) bool { return c.GetId() == id })
 }
 
-// movePayloadForward sets what the pod will be, rec.cur: what is known,
+// moveForward sets what the pod will be, rec.cur: what is known,
 // each item moved forward by the payload, never back. It returns the
 // payload's status of each item it moved.
-func (g *Generator) movePayloadForward(rec *podRecord, p payload) (moved movedStatuses) {
+func (st *relistState) moveForward(rec *podRecord, p payload) (moved movedStatuses) {
 	next := slices.Clone(rec.old)
 	forward := func(e entry) bool {
-		if g.st.hints.isRemoved(e.id) {
+		if st.hints.isRemoved(e.id) {
 			return false
 		}
 		i, found := slices.BinarySearchFunc(next, &e, func(x entry, y *entry) int { return compareEntries(&x, y) })
@@ -267,8 +267,8 @@ func payloadTransitions(rec *podRecord, p payload) []transition {
 // mergeStatus returns the pod's cached status with the statuses of the
 // items the payload moved forward put in, and a removed subject taken
 // out.
-func (g *Generator) mergeStatus(rec *podRecord, moved movedStatuses, p payload) *runtime.PodStatus {
-	cached, _ := g.cache.Get(rec.uid)
+func mergeStatus(cache Cache, rec *podRecord, moved movedStatuses, p payload) *runtime.PodStatus {
+	cached, _ := cache.Get(rec.uid)
 	var sandboxes []*runtimeapi.PodSandboxStatus
 	var containers []*runtimeapi.ContainerStatus
 	keep := func(id string, sandbox bool) bool {

@@ -47,7 +47,7 @@ func (g *Generator) relist(ctx context.Context) error {
 	}
 	g.health.relisted(start)
 	g.metrics.LastSeen.Set(float64(start.Unix()))
-	if g.startsUntold(containers) {
+	if g.streamConnected() && st.startsUntold(containers) {
 		g.stream.AwaitBacklog(ctx, stream.BacklogDue)
 	}
 	g.absorbEvents("")
@@ -90,37 +90,6 @@ func (g *Generator) relist(ctx context.Context) error {
 	return nil
 }
 
-// startsUntold reports whether the first relist of a generator catching
-// up from a Store, its lists just back, finds gone a container it last
-// reported not yet running, while the stream is connected. Whether that
-// container ran, only the runtime's backlog can tell: its STARTED, or the
-// start time in its STOPPED's payload. The relist waits for the backlog
-// then, past the quiet that ends awaitStream's wait: a loaded runtime may
-// begin sending it later than that, and a STARTED that comes after the
-// relist reported the container Died and Removed could never be told in
-// order. Callers hold relistMu.
-func (g *Generator) startsUntold(containers []*runtimeapi.Container) bool {
-	st := &g.st
-	if !st.catchingUp || st.coveredSince.IsZero() || !g.streamConnected() {
-		return false
-	}
-	listed := make(map[string]struct{}, len(containers))
-	for _, c := range containers {
-		listed[c.GetId()] = struct{}{}
-	}
-	for _, rec := range st.records {
-		if !rec.restored {
-			continue
-		}
-		for _, e := range rec.old {
-			if _, ok := listed[e.id]; !ok && !e.sandbox && e.state.rankFrom() < rankRunning {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // podList is what a pod's lists returned, for podListed.
 type podList struct {
 	uid   string
@@ -142,7 +111,7 @@ type podInspection struct {
 
 // listPod lists pod's items; it touches no relist state. A pod's relist
 // runs in steps: listPod, then podListed under relistMu, then, if the pod
-// changed, inspectListed, then podInspected under relistMu. The two steps
+// changed, its inspection, then podInspected under relistMu. The two steps
 // that wait on the runtime run without relistMu, so the relist loop goes
 // on applying other pods' events meanwhile (relistState.listing keeps the
 // pod's own events out).
@@ -195,13 +164,6 @@ func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 		w.pod = rec.pod()
 	}
 	return &podInspection{list: l, w: w}
-}
-
-// inspectListed asks the runtime for the changed pod's status. Like an
-// inspection worker it touches nothing but pi.
-func (g *Generator) inspectListed(ctx context.Context, pi *podInspection) *podInspection {
-	pi.in = g.inspectWork(ctx, &pi.w)
-	return pi
 }
 
 // podInspected applies a pod's inspection and finishes its relist.

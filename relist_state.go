@@ -214,6 +214,51 @@ func (st *relistState) podOfID(id string) string {
 	return ""
 }
 
+// originOf tells when an event was sent: an event sent before we
+// subscribed is backlog, and replayed unless it was sent since the store
+// began keeping what was reported; then it was missed.
+func (st *relistState) originOf(e queuedEvent) origin {
+	sent := time.Unix(0, e.ev.GetCreatedAt())
+	switch {
+	case e.ev.GetCreatedAt() <= 0 || !sent.Before(e.connectedAt):
+		return sentLive
+	case !st.coveredSince.IsZero() && sent.After(st.coveredSince):
+		return missed
+	default:
+		return replayed
+	}
+}
+
+// startsUntold reports whether the first relist of a generator catching
+// up from a Store, its lists just back, finds gone a container it last
+// reported not yet running, while the stream is connected. Whether that
+// container ran, only the runtime's backlog can tell: its STARTED, or the
+// start time in its STOPPED's payload. The relist waits for the backlog
+// then, past the quiet that ends awaitStream's wait: a loaded runtime may
+// begin sending it later than that, and a STARTED that comes after the
+// relist reported the container Died and Removed could never be told in
+// order. Asked while the stream is connected.
+func (st *relistState) startsUntold(containers []*runtimeapi.Container) bool {
+	if !st.catchingUp || st.coveredSince.IsZero() {
+		return false
+	}
+	listed := make(map[string]struct{}, len(containers))
+	for _, c := range containers {
+		listed[c.GetId()] = struct{}{}
+	}
+	for _, rec := range st.records {
+		if !rec.restored {
+			continue
+		}
+		for _, e := range rec.old {
+			if _, ok := listed[e.id]; !ok && !e.sandbox && e.state.rankFrom() < rankRunning {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // podWork is a pod to reconcile.
 type podWork struct {
 	rec         *podRecord
