@@ -7,7 +7,6 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/internal/trace"
@@ -143,6 +142,45 @@ func (g *Generator) handleEvent(e queuedEvent, hintBecause string) {
 	g.takeHint(e, from)
 }
 
+// podOf returns the pod an event is about: its sandbox's, the one an
+// earlier event tied its ID to, or the one whose record knows the ID.
+func (st *relistState) podOf(ev *runtimeapi.ContainerEventResponse) string {
+	if uid := ev.GetPodSandboxStatus().GetMetadata().GetUid(); uid != "" {
+		return uid
+	}
+	return st.podOfID(ev.GetContainerId())
+}
+
+// podOfID returns the pod of a container or sandbox ID, or "". Events
+// without a sandbox status are rare (containerd's for a sandbox it
+// removed); the walk over the records is for them.
+func (st *relistState) podOfID(id string) string {
+	if uid := st.hints.ownerOf(id); uid != "" || id == "" {
+		return uid
+	}
+	for uid, rec := range st.records {
+		if rec.knows(id, true) || rec.knows(id, false) {
+			return uid
+		}
+	}
+	return ""
+}
+
+// originOf tells when an event was sent: an event sent before we
+// subscribed is backlog, and replayed unless it was sent since the store
+// began keeping what was reported; then it was missed.
+func (st *relistState) originOf(e queuedEvent) origin {
+	sent := time.Unix(0, e.ev.GetCreatedAt())
+	switch {
+	case e.ev.GetCreatedAt() <= 0 || !sent.Before(e.connectedAt):
+		return sentLive
+	case !st.coveredSince.IsZero() && sent.After(st.coveredSince):
+		return missed
+	default:
+		return replayed
+	}
+}
+
 // maxDeferred bounds the events deferred behind one pod's inspection;
 // past it they are taken as hints, for another relist of the pod.
 const maxDeferred = 256
@@ -205,33 +243,36 @@ func (g *Generator) takeHint(e queuedEvent, from origin) {
 	}
 }
 
-// tracer tells Options.Trace, if set, the stages events pass inside the
-// generator; without one it costs a nil check.
-type tracer struct {
-	f     trace.Func
-	clock clock.PassiveClock
+// period is the pause between global relists in force. A stream that
+// does not tell some removals (CRI-O's, when a pod is removed) still
+// drives: the removal watch finds what it leaves out.
+func (g *Generator) period() time.Duration {
+	if g.evented() {
+		return g.opts.EventedRelistPeriod
+	}
+	return g.opts.RelistPeriod
 }
 
-// event tells that the event ev tells of passed stage.
-func (t tracer) event(stage trace.Stage, ev *runtimeapi.ContainerEventResponse) {
-	if t.f == nil {
-		return
+// threshold is the health threshold in force.
+func (g *Generator) threshold() time.Duration {
+	if g.evented() {
+		return g.opts.EventedRelistThreshold
 	}
-	typ := kindOf(ev.GetContainerEventType()).event
-	if typ == "" {
-		return
-	}
-	t.f(stage, ev.GetContainerId(), string(typ), t.clock.Now())
+	return g.opts.RelistThreshold
 }
 
-// events tells that events passed stage.
-func (t tracer) events(stage trace.Stage, events []Event) {
-	if t.f == nil {
-		return
+// updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.
+func (g *Generator) updateMode() {
+	inForce := ModeGeneric
+	if g.evented() {
+		inForce = ModeEvented
 	}
-	now := t.clock.Now()
-	for i := range events {
-		t.f(stage, events[i].ContainerID, string(events[i].Type), now)
+	for _, m := range []Mode{ModeGeneric, ModeEvented} {
+		v := 0.0
+		if m == inForce {
+			v = 1
+		}
+		g.metrics.Mode.WithLabelValues(string(m)).Set(v)
 	}
 }
 

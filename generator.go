@@ -18,36 +18,39 @@ import (
 	"github.com/plegkit/pleg/runtime"
 )
 
-// The package, file by file, in the order a change goes through it:
+// The package, file by file, each calling only files below it as a change
+// goes through:
 //
 //	doc.go           the package's documentation
-//	options.go       Options, Mode, the Cache interface, defaults
 //	generator.go     Generator, New and every exported method; the relist loop (run)
-//	queues.go        what waits for the loop: the stream's events, relist
-//	                 requests, pods to re-inspect; the signal that wakes it
+//	options.go       Options, Mode, the Cache interface, defaults
 //	relist.go        the relist, global and of one pod: lists, inspections
 //	relist_state.go  what the relist lock owns: list items grouped into
-//	                 pods, each pod's work planned, malformed items
+//	                 pods, malformed items, each pod's work planned
 //	evented.go       the generator's side of the event stream (internal/stream
-//	                 supervises it): each event applied or taken as a hint
+//	                 supervises it): each event applied or taken as a hint;
+//	                 the mode, period and threshold in force
 //	payload.go       an event's payload applied at once, or why it is not
-//	hints.go         what events tell that relists cannot see
 //	outbox.go        the one way out of a pod's change: cache, record,
 //	                 settle, then the store and delivery, in order
+//	subscription.go  Watch's channel and the lossless Subscriptions
+//	queues.go        what waits for the loop: the stream's events, relist
+//	                 requests, pods to re-inspect; the signal that wakes it
+//	hints.go         what events tell that relists cannot see
+//	conditions.go    watch conditions
+//	health.go        Status, HealthCheck, how relisting fares
 //	record.go        what was last seen of each pod, and its change as events
+//	store.go         the Store interface, MemoryStore, the reports kept
 //	transitions.go   states, the kubelet's transition table, event kinds
 //	event.go         Event and EventType
-//	subscription.go  Watch's channel and the lossless Subscriptions
-//	conditions.go    watch conditions
-//	health.go        Status, HealthCheck, the mode, period and threshold in force
-//	store.go         the Store interface and MemoryStore
 //
 // An event's payload, for one, goes down that list: streamSide.Deliver
-// (evented.go) queues it (queues.go); the loop's handleEvents reads it and
+// (evented.go) queues it (queues.go); the loop's handleEvents reads it,
+// takePayload asks the hints whether it may be applied (hints.go) and
 // applyPayload (payload.go) moves the pod's record forward and hands the
 // change to emit (outbox.go), which writes the cache, advances the record
-// (record.go) and settles the change with internal/stream; flush keeps it
-// in the store and publishes its events (record.go, transitions.go) to
+// (record.go), settles the change with the hints and internal/stream and
+// puts it in the outbox; flush keeps it in the store and publishes it to
 // the subscribers (subscription.go).
 
 // Generator is a relisting pod lifecycle event generator: it lists the

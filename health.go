@@ -240,36 +240,3 @@ func (h *health) fill(s *Status) {
 		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.UID, b.UID))
 	})
 }
-
-// period is the pause between global relists in force. A stream that
-// does not tell some removals (CRI-O's, when a pod is removed) still
-// drives: the removal watch finds what it leaves out.
-func (g *Generator) period() time.Duration {
-	if g.evented() {
-		return g.opts.EventedRelistPeriod
-	}
-	return g.opts.RelistPeriod
-}
-
-// threshold is the health threshold in force.
-func (g *Generator) threshold() time.Duration {
-	if g.evented() {
-		return g.opts.EventedRelistThreshold
-	}
-	return g.opts.RelistThreshold
-}
-
-// updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.
-func (g *Generator) updateMode() {
-	inForce := ModeGeneric
-	if g.evented() {
-		inForce = ModeEvented
-	}
-	for _, m := range []Mode{ModeGeneric, ModeEvented} {
-		v := 0.0
-		if m == inForce {
-			v = 1
-		}
-		g.metrics.Mode.WithLabelValues(string(m)).Set(v)
-	}
-}

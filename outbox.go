@@ -7,6 +7,7 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/internal/trace"
@@ -195,3 +196,33 @@ func (g *Generator) flush(out *outbox) {
 // to the next: a relist of a thousand pods, all of whose containers
 // changed, delivers about 10,000, some 2.5 MB.
 const maxKeptEvents = 1 << 14
+
+// tracer tells Options.Trace, if set, the stages events pass inside the
+// generator; without one it costs a nil check.
+type tracer struct {
+	f     trace.Func
+	clock clock.PassiveClock
+}
+
+// event tells that the event ev tells of passed stage.
+func (t tracer) event(stage trace.Stage, ev *runtimeapi.ContainerEventResponse) {
+	if t.f == nil {
+		return
+	}
+	typ := kindOf(ev.GetContainerEventType()).event
+	if typ == "" {
+		return
+	}
+	t.f(stage, ev.GetContainerId(), string(typ), t.clock.Now())
+}
+
+// events tells that events passed stage.
+func (t tracer) events(stage trace.Stage, events []Event) {
+	if t.f == nil {
+		return
+	}
+	now := t.clock.Now()
+	for i := range events {
+		t.f(stage, events[i].ContainerID, string(events[i].Type), now)
+	}
+}

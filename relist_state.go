@@ -190,45 +190,6 @@ func (st *relistState) dropListItems() {
 	}
 }
 
-// podOf returns the pod an event is about: its sandbox's, the one an
-// earlier event tied its ID to, or the one whose record knows the ID.
-func (st *relistState) podOf(ev *runtimeapi.ContainerEventResponse) string {
-	if uid := ev.GetPodSandboxStatus().GetMetadata().GetUid(); uid != "" {
-		return uid
-	}
-	return st.podOfID(ev.GetContainerId())
-}
-
-// podOfID returns the pod of a container or sandbox ID, or "". Events
-// without a sandbox status are rare (containerd's for a sandbox it
-// removed); the walk over the records is for them.
-func (st *relistState) podOfID(id string) string {
-	if uid := st.hints.ownerOf(id); uid != "" || id == "" {
-		return uid
-	}
-	for uid, rec := range st.records {
-		if rec.knows(id, true) || rec.knows(id, false) {
-			return uid
-		}
-	}
-	return ""
-}
-
-// originOf tells when an event was sent: an event sent before we
-// subscribed is backlog, and replayed unless it was sent since the store
-// began keeping what was reported; then it was missed.
-func (st *relistState) originOf(e queuedEvent) origin {
-	sent := time.Unix(0, e.ev.GetCreatedAt())
-	switch {
-	case e.ev.GetCreatedAt() <= 0 || !sent.Before(e.connectedAt):
-		return sentLive
-	case !st.coveredSince.IsZero() && sent.After(st.coveredSince):
-		return missed
-	default:
-		return replayed
-	}
-}
-
 // startsUntold reports whether the first relist of a generator catching
 // up from a Store, its lists just back, finds gone a container it last
 // reported not yet running, while the stream is connected. Whether that
