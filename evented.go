@@ -21,9 +21,10 @@ import (
 // taken when sent. The stream supervisor (internal/stream) keeps the
 // stream open and hands each event to the relist loop through a queue;
 // the loop, the one writer of the cache, applies its payload (payload.go)
-// or takes it as a hint (hints.go) for a relist of its pod. While the stream holds, global relists slow to
-// EventedRelistPeriod, a safety net; while it is down they keep
-// RelistPeriod, and the stream is retried for as long as it takes.
+// or takes it as a hint (hints.go) for a relist of its pod. While the
+// stream holds, global relists slow to EventedRelistPeriod, a safety net;
+// while it is down they keep RelistPeriod, and the stream is retried for
+// as long as it takes.
 
 // streamSide is the generator as the stream machinery drives it
 // (stream.Generator): a type of its own, so that its methods stay out of

@@ -144,7 +144,13 @@ const (
 // so. rec, the pod's record if it has one, may know the event's subject as
 // a sandbox, for an event that came without the sandbox's ID (containerd's
 // and CRI-O's, once the pod is gone).
-func (b *hintBook) note(ev *runtimeapi.ContainerEventResponse, uid string, rec *podRecord, from origin, now time.Time) bool {
+func (b *hintBook) note(
+	ev *runtimeapi.ContainerEventResponse,
+	uid string,
+	rec *podRecord,
+	from origin,
+	now time.Time,
+) bool {
 	id := ev.GetContainerId()
 	if uid == "" || id == "" {
 		return false
