@@ -38,11 +38,11 @@ type Generator interface {
 type Change uint8
 
 const (
-	// Connected: the stream is open.
+	// Connected tells that the stream is open.
 	Connected Change = iota
-	// Ended: the stream ended after being open.
+	// Ended tells that the stream ended after being open.
 	Ended
-	// Failed: the stream could not be opened.
+	// Failed tells that the stream could not be opened.
 	Failed
 )
 

@@ -451,14 +451,14 @@ func (s *Supervisor) drain(ctx context.Context, stream runtime.EventStream, conn
 type Expect uint8
 
 const (
-	// BacklogMaybe: the runtime may keep none, and a quiet since the
-	// stream connected ends the wait.
+	// BacklogMaybe tells that the runtime may keep none: a quiet since
+	// the stream connected ends the wait.
 	BacklogMaybe Expect = iota
-	// BacklogDue: the runtime has a backlog to send (a container last
-	// reported was removed meanwhile). The quiet since the stream
-	// connected does not end the wait, since a loaded runtime may begin
-	// sending later than that; only the quiet after an event of the
-	// backlog, or firstAttemptWait, does.
+	// BacklogDue tells that the runtime has a backlog to send (a
+	// container last reported was removed meanwhile). The quiet since
+	// the stream connected does not end the wait, since a loaded runtime
+	// may begin sending later than that; only the quiet after an event
+	// of the backlog, or firstAttemptWait, does.
 	BacklogDue
 )
 
