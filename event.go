@@ -91,33 +91,3 @@ type Event struct {
 	Reason   string
 	Message  string
 }
-
-// transitionEvents is the kubelet's transition table: the events a
-// container or sandbox going from one state to another yields, in order. Equal states
-// yield none; a container that vanishes without having been seen exited
-// yields ContainerDied then ContainerRemoved.
-func transitionEvents(from, to state) (events [2]EventType, n int) {
-	switch {
-	case from == to:
-		return events, 0
-	case to == stateRunning:
-		return [2]EventType{ContainerStarted}, 1
-	case to == stateExited:
-		return [2]EventType{ContainerDied}, 1
-	case to == stateUnknown:
-		return [2]EventType{ContainerChanged}, 1
-	case from == stateExited:
-		return [2]EventType{ContainerRemoved}, 1
-	default:
-		return [2]EventType{ContainerDied, ContainerRemoved}, 2
-	}
-}
-
-// criTime is a CRI timestamp, in nanoseconds since the epoch, as a time;
-// zero for none.
-func criTime(ns int64) time.Time {
-	if ns <= 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
-}

@@ -4,7 +4,6 @@
 package pleg
 
 import (
-	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -22,80 +21,10 @@ import (
 // taken when sent. The stream supervisor (internal/stream) keeps the
 // stream open and hands each event to the relist loop through a queue;
 // the loop, the one writer of the cache, applies its payload (payload.go)
-// or takes it as a hint (hints.go) for a relist of its pod. While the stream holds, global relists slow to
-// EventedRelistPeriod, a safety net; while it is down they keep
-// RelistPeriod, and the stream is retried for as long as it takes.
-
-// maxQueuedEvents bounds the events waiting for the relist loop, which a
-// relist of many pods or a hung one can keep busy. Past it, events are
-// dropped and a global relist finds what they said.
-const maxQueuedEvents = 4096
-
-// queuedEvent is an event as the stream delivered it.
-type queuedEvent struct {
-	ev          *runtimeapi.ContainerEventResponse
-	connectedAt time.Time // when its stream connected
-	received    time.Time
-}
-
-// eventQueue carries the stream's events to the relist loop. The stream's
-// reader never waits on it.
-type eventQueue struct {
-	mu    sync.Mutex
-	items []queuedEvent
-	// overflowed tells that events were dropped since the last take.
-	overflowed bool
-	// ready has a token while events are queued.
-	ready chan struct{}
-}
-
-func newEventQueue() *eventQueue { return &eventQueue{ready: make(chan struct{}, 1)} }
-
-// push queues an event, or drops it when the queue is full, and reports
-// whether it queued it.
-func (q *eventQueue) push(e queuedEvent) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	queued := len(q.items) < maxQueuedEvents
-	if queued {
-		q.items = append(q.items, e)
-	} else {
-		q.overflowed = true
-	}
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-	return queued
-}
-
-// take returns what is queued, and whether events were dropped since the
-// last take.
-func (q *eventQueue) take() (events []queuedEvent, overflowed bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	events, overflowed = q.items, q.overflowed
-	q.items, q.overflowed = nil, false
-	return events, overflowed
-}
-
-// takeIf removes and returns the queued events match selects, in order.
-func (q *eventQueue) takeIf(match func(*runtimeapi.ContainerEventResponse) bool) []queuedEvent {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var taken []queuedEvent
-	kept := q.items[:0]
-	for _, e := range q.items {
-		if match(e.ev) {
-			taken = append(taken, e)
-		} else {
-			kept = append(kept, e)
-		}
-	}
-	clear(q.items[len(kept):])
-	q.items = kept
-	return taken
-}
+// or takes it as a hint (hints.go) for a relist of its pod. While the
+// stream holds, global relists slow to EventedRelistPeriod, a safety net;
+// while it is down they keep RelistPeriod, and the stream is retried for
+// as long as it takes.
 
 // streamSide is the generator as the stream machinery drives it
 // (stream.Generator): a type of its own, so that its methods stay out of
@@ -109,7 +38,7 @@ func (s streamSide) Deliver(ev *runtimeapi.ContainerEventResponse, connectedAt t
 	if ev.GetCreatedAt() > 0 {
 		g.metrics.EventedLatency.Observe(now.Sub(time.Unix(0, ev.GetCreatedAt())).Seconds())
 	}
-	g.trace(trace.Received, ev)
+	g.tracer.event(trace.Received, ev)
 	if !g.events.push(queuedEvent{ev: ev, connectedAt: connectedAt, received: now}) {
 		g.metrics.EventsDropped.Inc()
 	}
@@ -117,11 +46,11 @@ func (s streamSide) Deliver(ev *runtimeapi.ContainerEventResponse, connectedAt t
 
 // StreamChanged asks for a global relist: what changed while the stream
 // was down, or since it broke, only a list can tell.
-func (s streamSide) StreamChanged(up, opened bool) {
-	if !up {
+func (s streamSide) StreamChanged(c stream.Change) {
+	if c != stream.Connected {
 		s.g.updateMode()
 	}
-	if up || opened {
+	if c != stream.Failed {
 		s.g.requestGlobalRelist()
 	}
 }
@@ -146,7 +75,8 @@ func (g *Generator) handleEvents() {
 		g.requestGlobalRelist()
 	}
 	for _, e := range events {
-		g.handleEvent(e)
+		g.tracer.event(trace.Dequeued, e.ev)
+		g.handleEvent(e, "")
 	}
 }
 
@@ -159,20 +89,14 @@ func (g *Generator) absorbEvents(pod string) {
 	for _, e := range g.events.takeIf(func(ev *runtimeapi.ContainerEventResponse) bool {
 		return pod == "" || g.st.podOf(ev) == pod
 	}) {
-		g.handleEventAs(e, fallbackOvertaken)
+		g.handleEvent(e, fallbackOvertaken)
 	}
 }
 
 // handleEvent applies an event's payload at once (payload.go), or takes
-// the event as a hint: it asks for a relist of its pod. Callers hold
-// relistMu.
-func (g *Generator) handleEvent(e queuedEvent) {
-	g.trace(trace.Dequeued, e.ev)
-	g.handleEventAs(e, "")
-}
-
-// handleEventAs handles an event, as a hint for the reason given if one is.
-func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
+// the event as a hint, for the reason given if one is: it asks for a
+// relist of its pod. Callers hold relistMu.
+func (g *Generator) handleEvent(e queuedEvent, hintBecause string) {
 	ev := e.ev
 	// An event sent before we subscribed is backlog: it still asks for a
 	// relist, but what it says is old news and reports nothing itself,
@@ -180,20 +104,19 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 	// Then it is what a runtime kept for its next subscriber while none
 	// watched (containerd holds five minutes of it): it may tell of a
 	// container that came and went meanwhile, which no relist can see.
-	sent := time.Unix(0, ev.GetCreatedAt())
-	replay := ev.GetCreatedAt() > 0 && sent.Before(e.connectedAt)
-	missed := replay && !g.st.coveredSince.IsZero() && sent.After(g.st.coveredSince)
-	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && g.stream != nil {
+	from := g.st.originOf(e)
+	kind := kindOf(ev.GetContainerEventType())
+	if kind.stage == stageDeleted && g.stream != nil {
 		g.noteRemoval(ev, g.st.podOf(ev))
 	}
 	label := "replayed"
-	if !replay {
-		label = eventTypeLabel(ev.GetContainerEventType())
+	if from == sentLive {
+		label = kind.label
 	}
 	g.metrics.Hints.WithLabelValues(label).Inc()
 	if !g.opts.HintOnly {
 		fallback := fallbackReplayed
-		if !replay {
+		if from == sentLive {
 			fallback = hintBecause
 		}
 		if fallback == "" {
@@ -217,7 +140,46 @@ func (g *Generator) handleEventAs(e queuedEvent, hintBecause string) {
 		}
 		g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
 	}
-	g.takeHint(e, replay, missed)
+	g.takeHint(e, from)
+}
+
+// podOf returns the pod an event is about: its sandbox's, the one an
+// earlier event tied its ID to, or the one whose record knows the ID.
+func (st *relistState) podOf(ev *runtimeapi.ContainerEventResponse) string {
+	if uid := ev.GetPodSandboxStatus().GetMetadata().GetUid(); uid != "" {
+		return uid
+	}
+	return st.podOfID(ev.GetContainerId())
+}
+
+// podOfID returns the pod of a container or sandbox ID, or "". Events
+// without a sandbox status are rare (containerd's for a sandbox it
+// removed); the walk over the records is for them.
+func (st *relistState) podOfID(id string) string {
+	if uid := st.hints.ownerOf(id); uid != "" || id == "" {
+		return uid
+	}
+	for uid, rec := range st.records {
+		if rec.knows(id, true) || rec.knows(id, false) {
+			return uid
+		}
+	}
+	return ""
+}
+
+// originOf tells when an event was sent: an event sent before we
+// subscribed is backlog, and replayed unless it was sent since the store
+// began keeping what was reported; then it was missed.
+func (st *relistState) originOf(e queuedEvent) origin {
+	sent := time.Unix(0, e.ev.GetCreatedAt())
+	switch {
+	case e.ev.GetCreatedAt() <= 0 || !sent.Before(e.connectedAt):
+		return sentLive
+	case !st.coveredSince.IsZero() && sent.After(st.coveredSince):
+		return missed
+	default:
+		return replayed
+	}
 }
 
 // maxDeferred bounds the events deferred behind one pod's inspection;
@@ -261,26 +223,18 @@ func (g *Generator) applyDeferred() {
 	for _, d := range deferred {
 		if fallback := g.takePayload(d.e, d.p); fallback != "" {
 			g.metrics.PayloadFallbacks.WithLabelValues(fallback).Inc()
-			g.takeHint(d.e, false, false)
+			g.takeHint(d.e, sentLive)
 		}
 	}
 }
 
 // takeHint takes an event as a hint: a relist of its pod, asked for.
 // Callers hold relistMu.
-func (g *Generator) takeHint(e queuedEvent, replay, missed bool) {
+func (g *Generator) takeHint(e queuedEvent, from origin) {
 	ev := e.ev
-	g.trace(trace.Hinted, ev)
+	g.tracer.event(trace.Hinted, ev)
 	uid := g.st.podOf(ev)
-	rec := g.st.records[uid]
-	if !g.st.hints.note(
-		ev,
-		uid,
-		rec != nil && rec.knows(ev.GetContainerId(), true),
-		replay && !missed,
-		missed,
-		e.received,
-	) {
+	if !g.st.hints.note(ev, uid, g.st.records[uid], from, e.received) {
 		g.log.Debug("Container event for a container of an unknown pod; the next relist will see it",
 			"containerID", ev.GetContainerId(), "type", ev.GetContainerEventType())
 		return
@@ -290,55 +244,42 @@ func (g *Generator) takeHint(e queuedEvent, replay, missed bool) {
 	}
 }
 
-func eventTypeLabel(t runtimeapi.ContainerEventType) string {
-	switch t {
-	case runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT:
-		return "created"
-	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		return "started"
-	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		return "stopped"
-	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-		return "deleted"
-	default:
-		return "unknown"
+// period is the pause between global relists in force. A stream that
+// does not tell some removals (CRI-O's, when a pod is removed) still
+// drives: the removal watch finds what it leaves out.
+func (g *Generator) period() time.Duration {
+	if g.evented() {
+		return g.opts.EventedRelistPeriod
 	}
+	return g.opts.RelistPeriod
 }
 
-// trace tells Options.Trace, if set, that the event ev tells of passed
-// stage.
-func (g *Generator) trace(stage trace.Stage, ev *runtimeapi.ContainerEventResponse) {
-	if g.opts.Trace == nil {
-		return
+// threshold is the health threshold in force.
+func (g *Generator) threshold() time.Duration {
+	if g.evented() {
+		return g.opts.EventedRelistThreshold
 	}
-	var typ EventType
-	switch ev.GetContainerEventType() {
-	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		typ = ContainerStarted
-	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		typ = ContainerDied
-	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-		typ = ContainerRemoved
-	default:
-		return
-	}
-	g.opts.Trace(stage, ev.GetContainerId(), string(typ), time.Now())
+	return g.opts.RelistThreshold
 }
 
-// traceEvents tells Options.Trace, if set, that events passed stage.
-func (g *Generator) traceEvents(stage trace.Stage, events []Event) {
-	if g.opts.Trace == nil {
-		return
+// updateMode sets pleg_mode to 1 for the mode in force, 0 for the other.
+func (g *Generator) updateMode() {
+	inForce := ModeGeneric
+	if g.evented() {
+		inForce = ModeEvented
 	}
-	now := time.Now()
-	for i := range events {
-		g.opts.Trace(stage, events[i].ContainerID, string(events[i].Type), now)
+	for _, m := range []Mode{ModeGeneric, ModeEvented} {
+		v := 0.0
+		if m == inForce {
+			v = 1
+		}
+		g.metrics.Mode.WithLabelValues(string(m)).Set(v)
 	}
 }
 
 // evented reports whether the event stream drives relists now.
 func (g *Generator) evented() bool {
-	return g.stream != nil && g.stream.Holding(g.clock.Now())
+	return g.stream != nil && g.stream.State().Holding
 }
 
 // streamConnected reports whether the event stream is connected, held or
@@ -348,8 +289,7 @@ func (g *Generator) streamConnected() bool {
 	if g.stream == nil {
 		return false
 	}
-	connected, _, _, _ := g.stream.Snapshot()
-	return connected
+	return g.stream.State().Connected
 }
 
 // newStream returns the supervisor of src's event stream, wired to the
@@ -372,21 +312,7 @@ func (g *Generator) retryRelist(uid string, deadline bool) {
 	if g.stream == nil || deadline || !g.evented() {
 		return
 	}
-	g.stream.RelistFailed(uid, g.clock.Now())
-}
-
-// settled takes what a relist or a payload reported of pod uid, with the
-// removals among it no event told: a late DELETED must not report the
-// removed again, the removal watch follows what exited, and removals
-// found untold teach what the stream leaves out. Callers hold relistMu.
-func (g *Generator) settled(uid string, ts []transition, untold stream.Removals, observed time.Time) {
-	g.st.hints.tombstone(ts, observed)
-	items := make([]stream.Item, 0, 8)
-	for _, t := range ts {
-		items = append(items, stream.Item{ID: t.id, Sandbox: t.sandbox, Now: t.new.item()})
-	}
-	g.stream.Settled(uid, items, observed)
-	g.stream.RemovalsUntold(untold, g.st.prevRelist, g.clock.Now())
+	g.stream.RelistFailed(uid)
 }
 
 // noteRemoval tells the stream supervisor that a DELETED event came, of
@@ -401,13 +327,8 @@ func (g *Generator) noteRemoval(ev *runtimeapi.ContainerEventResponse, uid strin
 	case rec != nil && rec.knows(id, false):
 		known = true
 	}
-	g.stream.RemovalTold(id, k, known, g.clock.Now())
+	g.stream.RemovalTold(id, k, known)
 }
 
 // requestGlobalRelist asks the loop for a global relist now.
-func (g *Generator) requestGlobalRelist() {
-	select {
-	case g.relistNow <- struct{}{}:
-	default:
-	}
-}
+func (g *Generator) requestGlobalRelist() { g.relistNow.notify() }

@@ -580,7 +580,7 @@ func TestRemovalsTheStreamDoesNotTell(t *testing.T) {
 				if n := e.rt.Calls(runtime.OpListPodSandbox); n != 0 {
 					t.Errorf("%d sandbox lists in a minute without sandboxes", n)
 				}
-				if _, pods := e.g.stream.WatchSize(); pods != 0 {
+				if pods := e.g.stream.Sizes().WatchedPods; pods != 0 {
 					t.Errorf("the watch still knows %d sandboxes", pods)
 				}
 			})

@@ -18,6 +18,41 @@ import (
 	"github.com/plegkit/pleg/runtime"
 )
 
+// The package, file by file, each calling only files below it as a change
+// goes through:
+//
+//	doc.go           the package's documentation
+//	generator.go     Generator, New and every exported method; the relist loop (run)
+//	options.go       Options, Mode, the Cache interface, defaults
+//	relist.go        the relist, global and of one pod: lists, inspections
+//	relist_state.go  what the relist lock owns: list items grouped into
+//	                 pods, malformed items, each pod's work planned
+//	evented.go       the generator's side of the event stream (internal/stream
+//	                 supervises it): each event applied or taken as a hint;
+//	                 the mode, period and threshold in force
+//	payload.go       an event's payload applied at once, or why it is not
+//	outbox.go        the one way out of a pod's change: cache, record,
+//	                 settle, then the store and delivery, in order
+//	subscription.go  Watch's channel and the lossless Subscriptions
+//	queues.go        what waits for the loop: the stream's events, relist
+//	                 requests, pods to re-inspect; the signal that wakes it
+//	hints.go         what events tell that relists cannot see
+//	conditions.go    watch conditions
+//	health.go        Status, HealthCheck, how relisting fares
+//	record.go        what was last seen of each pod, and its change as events
+//	store.go         the Store interface, MemoryStore, the reports kept
+//	transitions.go   states, the kubelet's transition table, event kinds
+//	event.go         Event and EventType
+//
+// An event's payload, for one, goes down that list: streamSide.Deliver
+// (evented.go) queues it (queues.go); the loop's handleEvents reads it,
+// takePayload asks the hints whether it may be applied (hints.go) and
+// applyPayload (payload.go) moves the pod's record forward and hands the
+// change to emit (outbox.go), which writes the cache, advances the record
+// (record.go), settles the change with the hints and internal/stream and
+// puts it in the outbox; flush keeps it in the store and publishes it to
+// the subscribers (subscription.go).
+
 // Generator is a relisting pod lifecycle event generator: it lists the
 // runtime's sandboxes and containers every RelistPeriod, compares each pod
 // with what it saw before, inspects the pods that changed into the cache,
@@ -25,10 +60,7 @@ import (
 // a container event stream, events ask for relists of their pods in
 // between, and slow global relists down to a safety net.
 //
-// All methods are safe for concurrent use. Every exported method is in
-// this file; relist.go holds relisting, evented.go the handling of the
-// event stream, internal/stream its supervision, hints.go what events tell
-// that relists cannot see.
+// All methods are safe for concurrent use.
 type Generator struct {
 	// Set by New and read-only after.
 	rt      runtime.Runtime
@@ -38,6 +70,7 @@ type Generator struct {
 	clock   clock.WithDelayedExecution
 	log     *slog.Logger
 	metrics *metrics.PLEG
+	tracer  tracer
 	// stream is nil in generic mode and for a runtime without a stream.
 	stream *stream.Supervisor
 
@@ -48,7 +81,7 @@ type Generator struct {
 	reinspect  podSet           // pods to inspect at their next relist
 	conditions *watchConditions // SetPodWatchCondition
 	events     *eventQueue      // from the stream to the relist loop
-	relistNow  chan struct{}    // a global relist, now
+	relistNow  signal           // a global relist, now
 
 	// relistMu is held by whoever relists: the relist loop, or a caller
 	// of Relist. It owns st, the relist state, and makes its holder the
@@ -60,6 +93,9 @@ type Generator struct {
 	// Both are owned by relistMu, their slices kept from one to the next.
 	single   outbox
 	relisted outbox
+	// items is where settle lists a report's items for the stream
+	// supervisor, which keeps none of them; owned by relistMu.
+	items []stream.Item
 
 	runMu  sync.Mutex
 	cancel context.CancelFunc
@@ -106,13 +142,14 @@ func New(rt runtime.Runtime, opts Options) (*Generator, error) {
 		clock:      opts.Clock,
 		log:        opts.Logger,
 		metrics:    m,
+		tracer:     tracer{f: opts.Trace, clock: opts.Clock},
 		health:     newHealth(),
 		out:        newFanout(opts.ChannelCapacity, m, opts.Logger),
 		requests:   newRequestQueue(),
 		reinspect:  podSet{set: make(map[string]struct{})},
 		conditions: newWatchConditions(),
 		events:     newEventQueue(),
-		relistNow:  make(chan struct{}, 1),
+		relistNow:  newSignal(),
 		st: relistState{
 			records:      records,
 			catchingUp:   len(restored.Pods) > 0,
@@ -190,10 +227,10 @@ func (g *Generator) Healthy() (bool, error) {
 		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
 	}
 	if g.opts.Mode == ModeEvented && g.stream != nil {
-		connected, since, err, _ := g.stream.Snapshot()
-		if down := g.clock.Since(since); !connected && !since.IsZero() && down > g.opts.RelistThreshold {
+		st := g.stream.State()
+		if down := g.clock.Since(st.Since); !st.Connected && !st.Since.IsZero() && down > g.opts.RelistThreshold {
 			return false, fmt.Errorf("the container event stream has been down for %v; threshold is %v: %w",
-				down, g.opts.RelistThreshold, err)
+				down, g.opts.RelistThreshold, st.Err)
 		}
 	}
 	return true, nil
@@ -212,8 +249,9 @@ func (g *Generator) Status() Status {
 	s := Status{Mode: g.opts.Mode, RelistPeriod: g.period(), RelistThreshold: g.threshold()}
 	switch {
 	case g.stream != nil:
-		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = g.stream.Snapshot()
-		s.Evented = g.evented()
+		st := g.stream.State()
+		s.StreamConnected, s.StreamSince, s.StreamError, s.NoStream = st.Connected, st.Since, st.Err, st.Unsupported
+		s.Evented = st.Holding
 		for _, k := range g.stream.UntoldRemovals() {
 			s.UntoldRemovals = append(s.UntoldRemovals, k.String())
 		}
@@ -321,7 +359,11 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 			locked(func() { pi = g.podListed(ctx, l) })
 			if pi != nil {
 				inspected := make(chan *podInspection, 1)
-				watcher.Go(func() { inspected <- g.inspectListed(ctx, pi) })
+				watcher.Go(func() {
+					// Like an inspection worker, it touches nothing but pi.
+					pi.in = g.inspectWork(ctx, &pi.w)
+					inspected <- pi
+				})
 				podInspected = inspected
 			}
 		case pi := <-podInspected:
@@ -349,15 +391,11 @@ func (g *Generator) run(ctx context.Context, done chan<- struct{}) {
 // generator caught up from a Store, the runtime's backlog, which may tell
 // what its lists no longer can.
 func (g *Generator) awaitStream(ctx context.Context) {
-	select {
-	case <-g.stream.Attempted():
-	case <-g.clock.After(stream.FirstAttemptWait):
-	case <-ctx.Done():
-	}
+	g.stream.AwaitAttempt(ctx)
 	g.relistMu.Lock()
 	catchingUp := g.st.catchingUp && !g.st.coveredSince.IsZero()
 	g.relistMu.Unlock()
 	if catchingUp {
-		g.stream.AwaitBacklog(ctx)
+		g.stream.AwaitBacklog(ctx, stream.BacklogMaybe)
 	}
 }

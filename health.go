@@ -251,21 +251,3 @@ func (h *health) fill(s *Status) {
 		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.UID, b.UID))
 	})
 }
-
-// period is the pause between global relists in force. A stream that
-// does not tell some removals (CRI-O's, when a pod is removed) still
-// drives: the removal watch finds what it leaves out.
-func (g *Generator) period() time.Duration {
-	if g.evented() {
-		return g.opts.EventedRelistPeriod
-	}
-	return g.opts.RelistPeriod
-}
-
-// threshold is the health threshold in force.
-func (g *Generator) threshold() time.Duration {
-	if g.evented() {
-		return g.opts.EventedRelistThreshold
-	}
-	return g.opts.RelistThreshold
-}

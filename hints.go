@@ -32,31 +32,6 @@ const (
 	tombstoneTTL = 10 * time.Minute
 )
 
-// stage is a step of a container's life an event reported.
-type stage uint8
-
-const (
-	stageCreated stage = 1 << iota
-	stageStarted
-	stageStopped
-	stageDeleted
-)
-
-func stageOf(t runtimeapi.ContainerEventType) stage {
-	switch t {
-	case runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT:
-		return stageCreated
-	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		return stageStarted
-	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		return stageStopped
-	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-		return stageDeleted
-	default:
-		return 0
-	}
-}
-
 // hint is what the events said of one container or sandbox.
 type hint struct {
 	id      string
@@ -148,17 +123,32 @@ func (b *hintBook) learn(ev *runtimeapi.ContainerEventResponse, uid string, now 
 	}
 }
 
+// origin is when an event was sent, as the hints take it.
+type origin uint8
+
+const (
+	// sentLive: sent while this generator watched.
+	sentLive origin = iota
+	// replayed: backlog a runtime kept for its next subscriber, sent
+	// before the Store began keeping what was reported: old news.
+	replayed
+	// missed: backlog sent since the Store began keeping what was
+	// reported, while no generator watched: it may tell of a container
+	// that came and went meanwhile, which no relist can see.
+	missed
+)
+
 // note records an event about pod uid as a hint, and reports whether it
 // could: an event needs an ID and a pod. A replayed event only teaches the
-// pods of the IDs it names; a missed one (sent while no generator watched)
-// is a hint like any other, marked so. knownSandbox tells that the pod's
-// record knows the event's subject as a sandbox, for an event that came
-// without the sandbox's ID (containerd's and CRI-O's, once the pod is
-// gone).
+// pods of the IDs it names; a missed one is a hint like any other, marked
+// so. rec, the pod's record if it has one, may know the event's subject as
+// a sandbox, for an event that came without the sandbox's ID (containerd's
+// and CRI-O's, once the pod is gone).
 func (b *hintBook) note(
 	ev *runtimeapi.ContainerEventResponse,
 	uid string,
-	knownSandbox, replay, missed bool,
+	rec *podRecord,
+	from origin,
 	now time.Time,
 ) bool {
 	id := ev.GetContainerId()
@@ -166,7 +156,7 @@ func (b *hintBook) note(
 		return false
 	}
 	b.learn(ev, uid, now)
-	if replay {
+	if from == replayed {
 		return true
 	}
 	sb := ev.GetPodSandboxStatus()
@@ -185,7 +175,7 @@ func (b *hintBook) note(
 		}
 	}
 	if h == nil {
-		h = &hint{id: id, sandbox: knownSandbox || id == sb.GetId()}
+		h = &hint{id: id, sandbox: id == sb.GetId() || (rec != nil && rec.knows(id, true))}
 		ph.items = append(ph.items, h)
 	}
 	for _, c := range ev.GetContainersStatuses() {
@@ -202,9 +192,9 @@ func (b *hintBook) note(
 			h.stages |= stageStarted
 		}
 	}
-	h.stages |= stageOf(ev.GetContainerEventType())
+	h.stages |= kindOf(ev.GetContainerEventType()).stage
 	h.last = now
-	h.live = h.live || !missed
+	h.live = h.live || from != missed
 	return true
 }
 
@@ -287,35 +277,6 @@ func (b *hintBook) take(
 		delete(b.pods, uid)
 	}
 	return h
-}
-
-// expand fills in the states a transition skipped that the stream saw: a
-// container that started and exited between two relists goes from not
-// existing to exited, and the stream tells that it ran. States are taken
-// in the order a container lives them; created stays silent, as always.
-func expand(t transition, seen stage) []transition {
-	from, to := t.old.rank(false), t.new.rank(true)
-	if seen == 0 || to <= from {
-		return []transition{t}
-	}
-	states := []state{t.old}
-	if seen&stageStarted != 0 && from < rankRunning && rankRunning < to {
-		states = append(states, stateRunning)
-	}
-	if seen&stageStopped != 0 && from < rankExited && rankExited < to {
-		states = append(states, stateExited)
-	}
-	if len(states) == 1 {
-		return []transition{t}
-	}
-	states = append(states, t.new)
-	out := make([]transition, 0, len(states)-1)
-	for i := 1; i < len(states); i++ {
-		x := t
-		x.old, x.new = states[i-1], states[i]
-		out = append(out, x)
-	}
-	return out
 }
 
 // untoldRemovals returns the IDs of what was removed among ts, a pod's

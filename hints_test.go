@@ -84,7 +84,11 @@ func noteIn(b *hintBook, ev *runtimeapi.ContainerEventResponse, replay bool, now
 	if uid == "" {
 		uid = b.ownerOf(ev.GetContainerId())
 	}
-	return uid, b.note(ev, uid, false, replay, false, now)
+	from := sentLive
+	if replay {
+		from = replayed
+	}
+	return uid, b.note(ev, uid, nil, from, now)
 }
 
 func TestHintBook(t *testing.T) {
@@ -254,10 +258,10 @@ func FuzzHintBook(f *testing.F) {
 			h := b.take(uid, func(id string, _ bool) (bool, bool) { return id == "c2", id == "c2" }, now)
 			last := map[string]int{}
 			for _, tr := range h.extra {
-				if tr.new.rank(true) <= tr.old.rank(false) || tr.old.rank(false) < last[tr.id] {
+				if tr.new.rankTo() <= tr.old.rankFrom() || tr.old.rankFrom() < last[tr.id] {
 					t.Fatalf("transition %v -> %v of %s goes back", tr.old, tr.new, tr.id)
 				}
-				last[tr.id] = tr.new.rank(true)
+				last[tr.id] = tr.new.rankTo()
 			}
 		}
 		b.prune(now.Add(tombstoneTTL+hintTTL), func(string, string) bool { return false })

@@ -8,8 +8,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/plegkit/pleg/internal/stream"
-	"github.com/plegkit/pleg/internal/trace"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -75,7 +73,8 @@ var fallbackReasons = []string{
 // payload is what an event says, read and checked.
 type payload struct {
 	uid, name, namespace string
-	typ                  runtimeapi.ContainerEventType
+	// stage is the step of its subject's life the event reports.
+	stage stage
 	// subject is the ID of the container or sandbox the event is about.
 	subject string
 	// sandbox is the pod's sandbox status; nil only for a DELETED event,
@@ -88,15 +87,16 @@ type payload struct {
 // what it says, or why it cannot be. pod finds the pod of an ID when the
 // event has no sandbox status.
 func readPayload(ev *runtimeapi.ContainerEventResponse, pod func(id string) string) (p payload, fallback string) {
-	p.typ, p.subject = ev.GetContainerEventType(), ev.GetContainerId()
-	if stageOf(p.typ) == 0 || p.subject == "" {
+	kind := kindOf(ev.GetContainerEventType())
+	p.stage, p.subject = kind.stage, ev.GetContainerId()
+	if p.stage == 0 || p.subject == "" {
 		return p, fallbackMalformed
 	}
 	sb := ev.GetPodSandboxStatus()
 	if md := sb.GetMetadata(); md.GetUid() != "" && sb.GetId() != "" {
 		p.uid, p.name, p.namespace, p.sandbox = md.GetUid(), md.GetName(), md.GetNamespace(), sb
 	}
-	if p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+	if p.stage == stageDeleted {
 		// Removal is the whole news: it needs no status, only the pod,
 		// and containerd sends none for a sandbox it removed.
 		if p.uid == "" {
@@ -132,13 +132,8 @@ func readPayload(ev *runtimeapi.ContainerEventResponse, pod func(id string) stri
 		}
 		got, _ = containerState(subject.GetState())
 	}
-	// The snapshot must be at least as far on as the event: a STOPPED
-	// whose status still runs was taken before the exit.
-	need := map[runtimeapi.ContainerEventType]int{
-		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT: rankRunning,
-		runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT: rankExited,
-	}[p.typ]
-	if got.rank(false) < need {
+	// The snapshot must be at least as far on as the event.
+	if got.rankFrom() < kind.need {
 		return p, fallbackContradict
 	}
 	return p, ""
@@ -161,77 +156,92 @@ func (g *Generator) applyPayload(e queuedEvent, p payload) (fallback string) {
 		rec.name, rec.namespace = p.name, p.namespace
 	}
 
-	statuses := g.movePayloadForward(rec, p)
+	moved := st.moveForward(rec, p)
 	transitions := payloadTransitions(rec, p)
 	if len(transitions) == 0 {
 		return ""
 	}
-
-	status := g.mergeStatus(rec, statuses, p.subject, p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
-	if !g.cache.Set(rec.uid, status, nil, rec.modified) {
+	u := podUpdate{
+		rec:      rec,
+		status:   mergeStatus(g.cache, rec, moved, p),
+		cachedAt: rec.modified,
+		change:   &podChange{podRef: rec.ref(), observed: e.received, transitions: transitions},
+		event:    e.ev,
+	}
+	if !g.emit(&g.single, &u) {
 		return fallbackRefused
 	}
-	g.trace(trace.Applied, e.ev)
 	if !known {
 		st.records[rec.uid] = rec
 	}
 	if st.moved != nil {
 		st.moved[rec.uid] = struct{}{}
 	}
-	rec.advance()
-	g.settled(rec.uid, transitions, stream.Removals{}, e.received)
-	g.deliver(rec, &podChange{
-		podRef:      podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace},
-		observed:    e.received,
-		transitions: transitions,
-	}, status)
+	g.flush(&g.single)
 	g.requests.add(rec.uid, e.received)
 	return ""
 }
 
-// movePayloadForward sets what the pod will be, rec.cur: what is known,
+// movedStatuses are the payload's statuses of the items it moved forward.
+type movedStatuses struct {
+	sandbox    *runtimeapi.PodSandboxStatus
+	containers []*runtimeapi.ContainerStatus
+}
+
+// replaces reports whether a moved status replaces item id's.
+func (m *movedStatuses) replaces(id string, sandbox bool) bool {
+	if sandbox {
+		return m.sandbox != nil && m.sandbox.GetId() == id
+	}
+	return slices.ContainsFunc(m.containers, func(c *runtimeapi.ContainerStatus) bool { return c.GetId() == id })
+}
+
+// moveForward sets what the pod will be, rec.cur: what is known,
 // each item moved forward by the payload, never back. It returns the
 // payload's status of each item it moved.
-func (g *Generator) movePayloadForward(rec *podRecord, p payload) map[hintKey]any {
+func (st *relistState) moveForward(rec *podRecord, p payload) (moved movedStatuses) {
 	next := slices.Clone(rec.old)
-	statuses := make(map[hintKey]any)
-	forward := func(e entry, status any) {
-		if g.st.hints.isRemoved(e.id) {
-			return
+	forward := func(e entry) bool {
+		if st.hints.isRemoved(e.id) {
+			return false
 		}
 		i, found := slices.BinarySearchFunc(next, &e, func(x entry, y *entry) int { return compareEntries(&x, y) })
 		switch {
 		case !found:
 			next = slices.Insert(next, i, e)
-		case e.state.rank(false) > next[i].state.rank(false):
+		case e.state.rankFrom() > next[i].state.rankFrom():
 			next[i].state = e.state
 			if e.name != "" {
 				next[i].name = e.name
 			}
 		default:
-			return
+			return false
 		}
-		statuses[hintKey{e.id, e.sandbox}] = status
+		return true
 	}
-	if p.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+	if p.stage == stageDeleted {
 		next = slices.DeleteFunc(next, func(x entry) bool { return x.id == p.subject })
 	} else {
 		s, _ := sandboxState(p.sandbox.GetState())
-		forward(entry{id: p.sandbox.GetId(), state: s, sandbox: true}, p.sandbox)
+		if forward(entry{id: p.sandbox.GetId(), state: s, sandbox: true}) {
+			moved.sandbox = p.sandbox
+		}
 		for _, c := range p.containers {
 			s, _ := containerState(c.GetState())
-			forward(entry{id: c.GetId(), name: c.GetMetadata().GetName(), state: s}, c)
+			if forward(entry{id: c.GetId(), name: c.GetMetadata().GetName(), state: s}) {
+				moved.containers = append(moved.containers, c)
+			}
 		}
 	}
 	rec.cur = next
-	return statuses
+	return moved
 }
 
 // payloadTransitions are the transitions from what the pod was to what the
 // payload moved it to: the subject's expanded to the stages its event
 // implies, the others as they are.
 func payloadTransitions(rec *podRecord, p payload) []transition {
-	seen := stageOf(p.typ)
+	seen := p.stage
 	for _, c := range p.containers {
 		if c.GetId() == p.subject && c.GetStartedAt() > 0 {
 			// It ran, in whatever order its events come: CRI-O may send
@@ -255,20 +265,14 @@ func payloadTransitions(rec *podRecord, p payload) []transition {
 }
 
 // mergeStatus returns the pod's cached status with the statuses of the
-// items the payload moved forward put in, and the removed subject taken
+// items the payload moved forward put in, and a removed subject taken
 // out.
-func (g *Generator) mergeStatus(
-	rec *podRecord,
-	moved map[hintKey]any,
-	subject string,
-	removed bool,
-) *runtime.PodStatus {
-	cached, _ := g.cache.Get(rec.uid)
+func mergeStatus(cache Cache, rec *podRecord, moved movedStatuses, p payload) *runtime.PodStatus {
+	cached, _ := cache.Get(rec.uid)
 	var sandboxes []*runtimeapi.PodSandboxStatus
 	var containers []*runtimeapi.ContainerStatus
 	keep := func(id string, sandbox bool) bool {
-		_, replaced := moved[hintKey{id, sandbox}]
-		return !replaced && (!removed || id != subject)
+		return !moved.replaces(id, sandbox) && (p.stage != stageDeleted || id != p.subject)
 	}
 	if cached != nil {
 		for _, s := range cached.Sandboxes {
@@ -282,15 +286,9 @@ func (g *Generator) mergeStatus(
 			}
 		}
 	}
-	for _, s := range moved {
-		switch s := s.(type) {
-		case *runtimeapi.PodSandboxStatus:
-			sandboxes = append(sandboxes, s)
-		case *runtimeapi.ContainerStatus:
-			containers = append(containers, s)
-		}
+	if moved.sandbox != nil {
+		sandboxes = append(sandboxes, moved.sandbox)
 	}
-	status := runtime.NewPodStatus(rec.uid, rec.name, rec.namespace, sandboxes, containers)
-	status.IPs = g.podIPs(rec.uid, status)
-	return status
+	containers = append(containers, moved.containers...)
+	return runtime.NewPodStatus(rec.uid, rec.name, rec.namespace, sandboxes, containers)
 }

@@ -68,24 +68,6 @@ func compareEntries(a, b *entry) int {
 	return strings.Compare(a.id, b.id)
 }
 
-// transition is a container or sandbox changing state between two lists.
-type transition struct {
-	id      string
-	name    string
-	sandbox bool
-	old     state
-	new     state
-	// afterRestart marks a change found by comparing the runtime with the
-	// records a Store restored; started and finished are then the
-	// container's own times (CRI nanoseconds), where the runtime has them.
-	afterRestart      bool
-	started, finished int64
-	// detail is the container's status as inspected for this change, or
-	// as last inspected for a removal; nil for sandboxes and where none
-	// was seen.
-	detail *detail
-}
-
 // podRecord is what the generator remembers of one pod: its containers as
 // of the last time it was reconciled (old) and as of the latest list (cur).
 // Both are sorted with compareEntries, so comparing them is one walk.
@@ -268,6 +250,9 @@ type podRef struct {
 	uid, name, namespace string
 }
 
+// ref names the record's pod.
+func (r *podRecord) ref() podRef { return podRef{uid: r.uid, name: r.name, namespace: r.namespace} }
+
 func (r podRef) event(typ EventType, observed time.Time) Event {
 	return Event{Type: typ, PodUID: r.uid, PodName: r.name, PodNamespace: r.namespace, Observed: observed}
 }
@@ -317,30 +302,54 @@ func (c *podChange) events() []Event { return c.appendEvents(nil) }
 
 // appendEvents appends the change's events to dst.
 func (c *podChange) appendEvents(dst []Event) []Event {
+	// All its transitions were observed together: one slot.
+	return c.appendPodEvents(dst, []slot{{ts: c.transitions, observed: c.observed}}, podEvents{
+		podSync: c.podSync, syncAt: c.observed,
+		conditionMet: c.conditionMet, conditionAt: c.observed,
+	})
+}
+
+// podEvents are the events of a pod rather than of one of its containers,
+// and when each was observed.
+type podEvents struct {
+	podSync, conditionMet bool
+	syncAt, conditionAt   time.Time
+}
+
+// appendPodEvents appends a pod's events in the order the kubelet sends
+// them: its containers' transitions, slot by slot, each slot's at the time
+// it was observed, then PodSync, then ConditionMet. A change (podChange)
+// and what a subscriber has pending of a pod (pendingPod) both tell their
+// events through it.
+func (r podRef) appendPodEvents(dst []Event, slots []slot, p podEvents) []Event {
 	// Grown at once: an Event is some 250 bytes, and growing the slice
 	// by appending would allocate it about twice over.
 	n := 0
-	for _, t := range c.transitions {
-		n += deliverable(t.old, t.new)
+	for _, sl := range slots {
+		for _, t := range sl.ts {
+			n += deliverable(t.old, t.new)
+		}
 	}
-	if c.podSync {
+	if p.podSync {
 		n++
 	}
-	if c.conditionMet {
+	if p.conditionMet {
 		n++
 	}
 	if n == 0 {
 		return dst
 	}
 	dst = slices.Grow(dst, n)
-	for _, t := range c.transitions {
-		dst = c.appendTransition(dst, t, c.observed)
+	for _, sl := range slots {
+		for _, t := range sl.ts {
+			dst = r.appendTransition(dst, t, sl.observed)
+		}
 	}
-	if c.podSync {
-		dst = append(dst, c.event(PodSync, c.observed))
+	if p.podSync {
+		dst = append(dst, r.event(PodSync, p.syncAt))
 	}
-	if c.conditionMet {
-		dst = append(dst, c.event(ConditionMet, c.observed))
+	if p.conditionMet {
+		dst = append(dst, r.event(ConditionMet, p.conditionAt))
 	}
 	return dst
 }
@@ -355,4 +364,91 @@ func (r *podRecord) report() PodReport {
 		p.Items[i] = ItemReport{ID: e.id, Name: e.name, Sandbox: e.sandbox, State: e.state.report()}
 	}
 	return p
+}
+
+// ranWhileAway completes what a restart found with what the runtime says
+// of each item: the times a container started and finished, and for one
+// last reported not yet running (unknown to the records, or created) that
+// is found exited, that it ran first. Its Started was never reported: a
+// store keeps what was reported with the events, so a record without it
+// means the event was never delivered (a generator killed between an
+// event and its commit, say). The kubelet's relist reports such a
+// container Died alone; this one reports it Started, with its start time,
+// then Died.
+func ranWhileAway(ts []transition, status *runtime.PodStatus) []transition {
+	if status == nil || !slices.ContainsFunc(ts, func(t transition) bool { return t.afterRestart }) {
+		return ts
+	}
+	out := make([]transition, 0, len(ts)+1)
+	for _, t := range ts {
+		if !t.afterRestart {
+			out = append(out, t)
+			continue
+		}
+		if t.sandbox {
+			if sb := findSandbox(status, t.id); sb != nil {
+				t.started = sb.GetCreatedAt()
+			}
+		} else if c := status.FindContainerByID(t.id); c != nil {
+			t.started, t.finished = c.GetStartedAt(), c.GetFinishedAt()
+		}
+		if (t.old == stateNonExistent || t.old == stateUnknown) && t.new == stateExited && t.started > 0 {
+			ran := t
+			ran.new, ran.finished = stateRunning, 0
+			out = append(out, ran)
+			t.old = stateRunning
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// keepDetails gives each container transition the container's status as
+// inspected for the change, the one status in the cache when the events
+// are delivered, and keeps it in the record for the container's removal.
+// A transition whose container the status does not hold keeps what the
+// record had. One allocation per change, whatever its size.
+func (r *podRecord) keepDetails(ts []transition, status *runtime.PodStatus) {
+	if status == nil {
+		return
+	}
+	var details []detail
+	for i := range ts {
+		t := &ts[i]
+		if t.sandbox {
+			continue
+		}
+		c := status.FindContainerByID(t.id)
+		if c == nil {
+			continue
+		}
+		if details == nil {
+			details = make([]detail, len(ts))
+		}
+		d := &details[i]
+		d.set(c)
+		t.detail = d
+		if e := findContainer(r.old, t.id); e != nil {
+			e.detail = d
+		}
+	}
+}
+
+// findSandbox returns the status of sandbox id in status, or nil.
+func findSandbox(status *runtime.PodStatus, id string) *runtimeapi.PodSandboxStatus {
+	for _, sb := range status.Sandboxes {
+		if sb.GetId() == id {
+			return sb
+		}
+	}
+	return nil
+}
+
+// criTime is a CRI timestamp, in nanoseconds since the epoch, as a time;
+// zero for none.
+func criTime(ns int64) time.Time {
+	if ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }

@@ -13,6 +13,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/stream"
 	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/runtime"
 )
@@ -46,13 +47,15 @@ func (g *Generator) relist(ctx context.Context) error {
 	}
 	g.health.relisted(start)
 	g.metrics.LastSeen.Set(float64(start.Unix()))
-	if g.startsUntold(containers) {
-		g.stream.AwaitBacklogBegun(ctx)
+	if g.streamConnected() && st.startsUntold(containers) {
+		g.stream.AwaitBacklog(ctx, stream.BacklogDue)
 	}
 	g.absorbEvents("")
 
 	st.group(sandboxes, containers, "", g.streamConnected())
-	g.updateRunningMetrics()
+	running, byState := st.running()
+	g.metrics.RunningPods.Set(float64(running))
+	g.metrics.SetRunningContainers(byState[0], byState[1], byState[2], byState[3])
 
 	// Requests for pods the list does not hold are dropped with them.
 	reinspect := g.reinspect.takeAll()
@@ -87,37 +90,6 @@ func (g *Generator) relist(ctx context.Context) error {
 	return nil
 }
 
-// startsUntold reports whether the first relist of a generator catching
-// up from a Store, its lists just back, finds gone a container it last
-// reported not yet running, while the stream is connected. Whether that
-// container ran, only the runtime's backlog can tell: its STARTED, or the
-// start time in its STOPPED's payload. The relist waits for the backlog
-// then, past the quiet that ends awaitStream's wait: a loaded runtime may
-// begin sending it later than that, and a STARTED that comes after the
-// relist reported the container Died and Removed could never be told in
-// order. Callers hold relistMu.
-func (g *Generator) startsUntold(containers []*runtimeapi.Container) bool {
-	st := &g.st
-	if !st.catchingUp || st.coveredSince.IsZero() || !g.streamConnected() {
-		return false
-	}
-	listed := make(map[string]struct{}, len(containers))
-	for _, c := range containers {
-		listed[c.GetId()] = struct{}{}
-	}
-	for _, rec := range st.records {
-		if !rec.restored {
-			continue
-		}
-		for _, e := range rec.old {
-			if _, ok := listed[e.id]; !ok && !e.sandbox && e.state.rank(false) < rankRunning {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // podList is what a pod's lists returned, for podListed.
 type podList struct {
 	uid   string
@@ -139,7 +111,7 @@ type podInspection struct {
 
 // listPod lists pod's items; it touches no relist state. A pod's relist
 // runs in steps: listPod, then podListed under relistMu, then, if the pod
-// changed, inspectListed, then podInspected under relistMu. The two steps
+// changed, its inspection, then podInspected under relistMu. The two steps
 // that wait on the runtime run without relistMu, so the relist loop goes
 // on applying other pods' events meanwhile (relistState.listing keeps the
 // pod's own events out).
@@ -192,13 +164,6 @@ func (g *Generator) podListed(ctx context.Context, l podList) *podInspection {
 		w.pod = rec.pod()
 	}
 	return &podInspection{list: l, w: w}
-}
-
-// inspectListed asks the runtime for the changed pod's status. Like an
-// inspection worker it touches nothing but pi.
-func (g *Generator) inspectListed(ctx context.Context, pi *podInspection) *podInspection {
-	pi.in = g.inspectWork(ctx, &pi.w)
-	return pi
 }
 
 // podInspected applies a pod's inspection and finishes its relist.
@@ -411,26 +376,23 @@ func (g *Generator) inspectWork(ctx context.Context, w *podWork) inspection {
 	return inspection{status, err}
 }
 
-// apply brings the cache up to date with one pod, advances its record and
-// puts its change in out, to deliver. If the pod could not be inspected,
-// its record stays where it was, so the next relist finds the same changes
-// and tries again; the kubelet does the same and drops the events
-// meanwhile. Callers hold relistMu.
+// apply takes a pod's inspection: the change it confirms leaves by emit,
+// into out. If the pod could not be inspected, its record stays where it
+// was, so the next relist finds the same changes and tries again; the
+// kubelet does the same and drops the events meanwhile. Callers hold
+// relistMu.
 func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observed time.Time, out *outbox) {
 	rec := w.rec
-	ref := podRef{uid: rec.uid, name: rec.name, namespace: rec.namespace}
-	status := in.status
 	switch {
 	case w.gone:
-		g.cache.Delete(rec.uid)
 		g.health.podInspected(rec.uid)
 	case in.err != nil && ctx.Err() != nil:
 		// Stopped mid-inspection: not the pod's fault, nothing to cache.
 		g.reinspect.add(rec.uid)
 		return
 	case in.err != nil:
-		g.inspectionFailed(ref, in.err, observed)
-		if g.cache.Set(rec.uid, status, in.err, observed) {
+		g.inspectionFailed(rec.ref(), in.err, observed)
+		if g.cache.Set(rec.uid, in.status, in.err, observed) {
 			rec.modified = observed
 		}
 		g.reinspect.add(rec.uid)
@@ -439,32 +401,27 @@ func (g *Generator) apply(ctx context.Context, w *podWork, in inspection, observ
 		if g.health.podInspected(rec.uid) {
 			g.log.Info("PLEG: Pod can be inspected again", "pod", rec.namespace+"/"+rec.name, "podUID", rec.uid)
 		}
-		status.IPs = g.podIPs(rec.uid, status)
-		if !g.cache.Set(rec.uid, status, nil, observed) {
-			// The cache holds a newer status than this observation: the
-			// next relist brings a fresh one.
-			return
-		}
-		rec.modified = observed
 	}
-
-	change := &podChange{
-		podRef:      ref,
-		observed:    observed,
-		transitions: w.transitions,
-		podSync:     len(w.transitions) == 0 && w.reinspect,
+	u := podUpdate{
+		rec:      rec,
+		status:   in.status,
+		cachedAt: observed,
+		change: &podChange{
+			podRef:      rec.ref(),
+			observed:    observed,
+			transitions: w.transitions,
+			podSync:     len(w.transitions) == 0 && w.reinspect,
+		},
+		untold: w.untold,
 	}
-	if !w.gone {
-		change.conditionMet = g.conditions.evaluate(rec.uid, status)
-	}
-	rec.advance()
-	if g.stream != nil {
-		g.settled(rec.uid, w.transitions, w.untold, observed)
+	if !g.emit(out, &u) {
+		// The cache holds a newer status than this observation: the next
+		// relist brings a fresh one.
+		return
 	}
 	if w.shortLived > 0 {
 		g.metrics.ShortLivedEvents.Add(float64(w.shortLived))
 	}
-	g.addChange(out, rec, change, status)
 }
 
 // inspectionFailed counts a failed inspection and logs it: a warning when

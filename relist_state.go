@@ -4,12 +4,14 @@
 package pleg
 
 import (
+	"log/slog"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plegkit/pleg/internal/crilist"
 	"github.com/plegkit/pleg/internal/stream"
+	"github.com/plegkit/pleg/metrics"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -188,28 +190,34 @@ func (st *relistState) dropListItems() {
 	}
 }
 
-// podOf returns the pod an event is about: its sandbox's, the one an
-// earlier event tied its ID to, or the one whose record knows the ID.
-func (st *relistState) podOf(ev *runtimeapi.ContainerEventResponse) string {
-	if uid := ev.GetPodSandboxStatus().GetMetadata().GetUid(); uid != "" {
-		return uid
+// startsUntold reports whether the first relist of a generator catching
+// up from a Store, its lists just back, finds gone a container it last
+// reported not yet running, while the stream is connected. Whether that
+// container ran, only the runtime's backlog can tell: its STARTED, or the
+// start time in its STOPPED's payload. The relist waits for the backlog
+// then, past the quiet that ends awaitStream's wait: a loaded runtime may
+// begin sending it later than that, and a STARTED that comes after the
+// relist reported the container Died and Removed could never be told in
+// order. Asked while the stream is connected.
+func (st *relistState) startsUntold(containers []*runtimeapi.Container) bool {
+	if !st.catchingUp || st.coveredSince.IsZero() {
+		return false
 	}
-	return st.podOfID(ev.GetContainerId())
-}
-
-// podOfID returns the pod of a container or sandbox ID, or "". Events
-// without a sandbox status are rare (containerd's for a sandbox it
-// removed); the walk over the records is for them.
-func (st *relistState) podOfID(id string) string {
-	if uid := st.hints.ownerOf(id); uid != "" || id == "" {
-		return uid
+	listed := make(map[string]struct{}, len(containers))
+	for _, c := range containers {
+		listed[c.GetId()] = struct{}{}
 	}
-	for uid, rec := range st.records {
-		if rec.knows(id, true) || rec.knows(id, false) {
-			return uid
+	for _, rec := range st.records {
+		if !rec.restored {
+			continue
+		}
+		for _, e := range rec.old {
+			if _, ok := listed[e.id]; !ok && !e.sandbox && e.state.rankFrom() < rankRunning {
+				return true
+			}
 		}
 	}
-	return ""
+	return false
 }
 
 // podWork is a pod to reconcile.
@@ -295,4 +303,96 @@ func workFor(rec *podRecord, gone, reinspect, hasConditions bool, h hinted) (pod
 		w.shortLived += deliverable(t.old, t.new)
 	}
 	return w, gone || len(w.transitions) > 0 || reinspect || hasConditions || rec.restored
+}
+
+// running counts what the latest list saw running: the pods with a ready
+// sandbox, and the containers by CRI state (created, running, exited,
+// unknown, as kubelet_running_containers labels them).
+func (st *relistState) running() (pods int, containers [4]int) {
+	for _, rec := range st.seen {
+		if rec.runningSandbox {
+			pods++
+		}
+		for _, e := range rec.cur {
+			if e.c == nil {
+				continue
+			}
+			switch s := e.c.State; s {
+			case runtimeapi.ContainerState_CONTAINER_CREATED,
+				runtimeapi.ContainerState_CONTAINER_RUNNING,
+				runtimeapi.ContainerState_CONTAINER_EXITED:
+				containers[s]++
+			default:
+				containers[runtimeapi.ContainerState_CONTAINER_UNKNOWN]++
+			}
+		}
+	}
+	return pods, containers
+}
+
+// Reasons a runtime list item is malformed, the reason label of
+// pleg_invalid_runtime_items_total.
+const (
+	invalidNilItem         = "nil_item"
+	invalidEmptyID         = "empty_id"
+	invalidNilMetadata     = "nil_metadata"
+	invalidUnknownState    = "unknown_state"
+	invalidDuplicateID     = "duplicate_id"
+	invalidNoPod           = "no_pod"
+	invalidPodNameConflict = "pod_name_conflict"
+)
+
+func invalidMessage(reason string) string {
+	switch reason {
+	case invalidNilItem:
+		return "Runtime listed an empty item; ignoring it"
+	case invalidEmptyID:
+		return "Runtime listed an item without an ID; ignoring it"
+	case invalidNilMetadata:
+		return "Runtime listed an item without metadata; ignoring a sandbox, naming a container from its labels"
+	case invalidUnknownState:
+		return "Runtime reported a state CRI does not define; treating it as unknown"
+	case invalidDuplicateID:
+		return "Runtime listed the same ID twice in one pod; keeping the first"
+	case invalidNoPod:
+		return "Container has no pod UID label and its sandbox is not listed; ignoring it"
+	default:
+		return "Runtime listed one pod UID under two names; keeping the first"
+	}
+}
+
+type invalidKey struct{ reason, kind, id string }
+
+// invalidItems reports malformed list items once each: a bad item stays in
+// every list until the runtime drops it, and a warning a second would bury
+// the first one. An item that leaves the list and comes back is reported
+// again. Only the relist goroutine uses it.
+type invalidItems struct {
+	log     *slog.Logger
+	metrics *metrics.PLEG
+	// seen maps each reported item to the last list pass that had it.
+	seen map[invalidKey]uint64
+}
+
+func newInvalidItems(log *slog.Logger, m *metrics.PLEG) *invalidItems {
+	return &invalidItems{log: log, metrics: m, seen: make(map[invalidKey]uint64)}
+}
+
+// report notes a malformed item of kind "sandbox", "container" or "pod".
+func (v *invalidItems) report(pass uint64, reason, kind, id string, attrs ...any) {
+	k := invalidKey{reason, kind, id}
+	if _, ok := v.seen[k]; !ok {
+		v.metrics.InvalidItems.WithLabelValues(reason).Inc()
+		v.log.Warn(invalidMessage(reason), append([]any{"reason", reason, "kind", kind, "id", id}, attrs...)...)
+	}
+	v.seen[k] = pass
+}
+
+// forgetBefore drops items no list has had since pass, after a full list.
+func (v *invalidItems) forgetBefore(pass uint64) {
+	for k, p := range v.seen {
+		if p < pass {
+			delete(v.seen, k)
+		}
+	}
 }

@@ -129,7 +129,7 @@ func TestFailedRelistIsRetried(t *testing.T) {
 					if st, _ := e.g.Cache().Get("web"); st.FindContainerByID("c1").GetExitCode() != 3 {
 						t.Errorf("cache %v", st)
 					}
-					if n := e.g.stream.PendingRetries(); n != 0 {
+					if n := e.g.stream.Sizes().Retries; n != 0 {
 						t.Errorf("%d retries pending", n)
 					}
 				})
@@ -169,7 +169,7 @@ func TestRetriesWhileTheRuntimeFails(t *testing.T) {
 		if n := e.rt.Calls(runtime.OpListPodSandbox); n > pods+int(time.Minute/(4*time.Second))+1 {
 			t.Errorf("%d lists in a minute of a runtime down, for %d pods", n, pods)
 		}
-		if n := e.g.stream.PendingRetries(); n > pods {
+		if n := e.g.stream.Sizes().Retries; n > pods {
 			t.Errorf("%d retries pending for %d pods", n, pods)
 		}
 		if len(e.got) > 0 {

@@ -48,7 +48,7 @@ func (f *fanout) subscribe() *Subscription {
 	s := &Subscription{
 		fanout:  f,
 		pending: make(map[string]*pendingPod),
-		wake:    make(chan struct{}, 1),
+		wake:    newSignal(),
 		closed:  make(chan struct{}),
 	}
 	f.mu.Lock()
@@ -107,7 +107,7 @@ type Subscription struct {
 	queue   []*pendingPod // pods in the order their first pending event came
 	batch   []Event       // events of the pod being delivered
 
-	wake      chan struct{}
+	wake      signal
 	closed    chan struct{}
 	closeOnce sync.Once
 }
@@ -115,11 +115,8 @@ type Subscription struct {
 // pendingPod is what a subscription has yet to deliver of one pod.
 type pendingPod struct {
 	podRef
-	slots        []slot
-	podSync      bool
-	conditionMet bool
-	syncAt       time.Time
-	conditionAt  time.Time
+	slots []slot
+	podEvents
 	// changes counts the changes merged, to tell a change's own
 	// transitions from those of earlier ones.
 	changes int
@@ -215,10 +212,7 @@ func (s *Subscription) add(c *podChange) {
 	if coalesced > 0 {
 		s.fanout.metrics.CoalescedEvents.Add(float64(coalesced))
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.wake.notify()
 }
 
 // maxEndedPending is how many containers of one pod that ended (were
@@ -240,7 +234,7 @@ func (p *pendingPod) merge(c *podChange) (coalesced int) {
 		}
 		sl := &p.slots[i]
 		sl.observed = c.observed
-		if sl.change == p.changes || (t.old == sl.ts[len(sl.ts)-1].new && t.new.rank(true) > sl.furthest()) {
+		if sl.change == p.changes || (t.old == sl.ts[len(sl.ts)-1].new && t.new.rankTo() > sl.furthest()) {
 			// The same change, or the container's life going on: keep.
 			sl.ts, sl.change = append(sl.ts, t), p.changes
 			continue
@@ -302,9 +296,9 @@ func (p *pendingPod) fold(i int, t transition) (coalesced int) {
 // furthest is the furthest rank in its life the slot's container reached,
 // as far as the subscriber knows or has pending.
 func (sl *slot) furthest() int {
-	r := sl.ts[0].old.rank(false)
+	r := sl.ts[0].old.rankFrom()
 	for _, t := range sl.ts {
-		r = max(r, t.new.rank(true))
+		r = max(r, t.new.rankTo())
 	}
 	return r
 }
@@ -330,29 +324,5 @@ func (p *pendingPod) find(t transition) int {
 }
 
 func (p *pendingPod) events() []Event {
-	var out []Event
-	for _, sl := range p.slots {
-		for _, t := range sl.ts {
-			out = p.appendTransition(out, t, sl.observed)
-		}
-	}
-	if p.podSync {
-		out = append(out, p.event(PodSync, p.syncAt))
-	}
-	if p.conditionMet {
-		out = append(out, p.event(ConditionMet, p.conditionAt))
-	}
-	return out
-}
-
-// deliverable counts the events a transition delivers.
-func deliverable(from, to state) int {
-	types, n := transitionEvents(from, to)
-	count := 0
-	for _, t := range types[:n] {
-		if t != ContainerChanged {
-			count++
-		}
-	}
-	return count
+	return p.appendPodEvents(nil, p.slots, p.podEvents)
 }

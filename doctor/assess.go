@@ -24,9 +24,6 @@ const (
 	// slowPodFactor: a pod is slow when its inspection takes this many
 	// times the median pod's, and at least slowCall.
 	slowPodFactor = 10
-	// listNearLimit is the share of the kubelet's message limit where a
-	// list is near it.
-	listNearLimit = 0.75
 	// deadContainers is where exited containers weigh on every relist.
 	deadContainers = 1000
 	// podsNamed bounds the per-pod findings of one kind.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/plegkit/pleg/doctor/internal/format"
+	"github.com/plegkit/pleg/internal/msgsize"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -19,18 +20,18 @@ func (a *assessment) lists() {
 		sizeEv := fmt.Sprintf(
 			"%s answers %s for %d items: %.1f%% of the kubelet's %s limit",
 			name,
-			format.Bytes(l.Bytes),
+			msgsize.Bytes(l.Bytes),
 			l.Items,
 			100*share,
-			format.Bytes(l.LimitBytes),
+			msgsize.Bytes(l.LimitBytes),
 		)
 		if l.Items == 0 && l.Bytes > 0 {
 			sizeEv = fmt.Sprintf(
 				"%s answers %s: %.1f%% of the kubelet's %s limit",
 				name,
-				format.Bytes(l.Bytes),
+				msgsize.Bytes(l.Bytes),
 				100*share,
-				format.Bytes(l.LimitBytes),
+				msgsize.Bytes(l.LimitBytes),
 			)
 		}
 		action := "Remove what the list carries that is dead: exited containers (crictl rm $(crictl ps -a -q --state " +
@@ -62,7 +63,7 @@ func (a *assessment) lists() {
 					"by a stuck operation: take its goroutine stacks (" + a.rt.stacks(0) + ").",
 			})
 			continue
-		case share >= listNearLimit:
+		case share >= msgsize.Near:
 			a.add(Finding{
 				ID: "list-near-limit", Severity: Warning, Operation: l.Operation,
 				Title:    fmt.Sprintf("%s is near the kubelet's message limit", name),
@@ -153,8 +154,8 @@ func (a *assessment) deadContainers() {
 					ev,
 					fmt.Sprintf(
 						"they make about %s of the %s ListContainers answer the kubelet reads every second",
-						format.Bytes(l.Bytes*w.ContainersExited/total),
-						format.Bytes(l.Bytes),
+						msgsize.Bytes(l.Bytes*w.ContainersExited/total),
+						msgsize.Bytes(l.Bytes),
 					),
 				)
 			}

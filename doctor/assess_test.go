@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plegkit/pleg/internal/msgsize"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -56,8 +57,8 @@ func fakeReport(pods ...*podResult) *Report {
 			{Name: runtime.OpListContainers, Calls: 5, P50Seconds: 0.002, P99Seconds: 0.003, MaxSeconds: 0.003},
 		},
 		Lists: []List{
-			{Operation: runtime.OpListPodSandbox, Items: len(pods), Bytes: 300 * len(pods), LimitBytes: KubeletMaxMessageBytes},
-			{Operation: runtime.OpListContainers, Items: 2 * len(pods), Bytes: 800 * len(pods), LimitBytes: KubeletMaxMessageBytes},
+			{Operation: runtime.OpListPodSandbox, Items: len(pods), Bytes: 300 * len(pods), LimitBytes: msgsize.KubeletMax},
+			{Operation: runtime.OpListContainers, Items: 2 * len(pods), Bytes: 800 * len(pods), LimitBytes: msgsize.KubeletMax},
 		},
 		Workload:   Workload{Pods: len(pods), SandboxesReady: len(pods), ContainersRunning: 2 * len(pods)},
 		Inspection: Inspection{Pods: len(pods), Planned: len(pods), Concurrency: 1, CallTimeoutSeconds: 10},

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/plegkit/pleg/internal/crilist"
+	"github.com/plegkit/pleg/internal/msgsize"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtime/cri"
 )
@@ -328,8 +329,8 @@ func (d *diagnosis) sampleLists(ctx context.Context) ([]*runtimeapi.PodSandbox, 
 	var (
 		sandboxes  []*runtimeapi.PodSandbox
 		containers []*runtimeapi.Container
-		sbList     = List{Operation: runtime.OpListPodSandbox, LimitBytes: KubeletMaxMessageBytes}
-		ctrList    = List{Operation: runtime.OpListContainers, LimitBytes: KubeletMaxMessageBytes}
+		sbList     = List{Operation: runtime.OpListPodSandbox, LimitBytes: msgsize.KubeletMax}
+		ctrList    = List{Operation: runtime.OpListContainers, LimitBytes: msgsize.KubeletMax}
 		sbDone     bool
 		ctrDone    bool
 	)

@@ -55,10 +55,6 @@ const (
 	DefaultRuntimeRequestTimeout = 2 * time.Minute
 )
 
-// KubeletMaxMessageBytes is the largest CRI message the kubelet's client
-// accepts; it cannot be configured.
-const KubeletMaxMessageBytes = 16 << 20
-
 // AlertThreshold is where the stock KubeletPlegDurationHigh alert fires:
 // p99 of the relist duration at or above 10 s for 5 minutes.
 const AlertThreshold = 10 * time.Second

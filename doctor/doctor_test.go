@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plegkit/pleg/internal/msgsize"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/sim"
 )
@@ -76,7 +77,7 @@ func TestDeadContainersAndListSize(t *testing.T) {
 		t.Fatalf("list size not flagged: %+v; findings %v", size, findingIDs(r))
 	}
 	l := r.Lists[1]
-	if l.Operation != runtime.OpListContainers || l.Items != 20_200 || l.Bytes < KubeletMaxMessageBytes*3/4 || l.Bytes > KubeletMaxMessageBytes {
+	if l.Operation != runtime.OpListContainers || l.Items != 20_200 || l.Bytes < msgsize.KubeletMax*3/4 || l.Bytes > msgsize.KubeletMax {
 		t.Errorf("containers list %+v", l)
 	}
 	// Every pod keeps 100 exited attempts of one container, where the
@@ -101,7 +102,7 @@ func TestListOverTheLimit(t *testing.T) {
 		t.Errorf("verdict %s, want %s", r.Verdict, Unhealthy)
 	}
 	for _, l := range r.Lists {
-		if l.Bytes <= KubeletMaxMessageBytes {
+		if l.Bytes <= msgsize.KubeletMax {
 			t.Errorf("%s measured at %d bytes, want over the limit", l.Operation, l.Bytes)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/plegkit/pleg"
+	"github.com/plegkit/pleg/internal/msgsize"
 	"github.com/plegkit/pleg/kubeletpleg"
 	"github.com/plegkit/pleg/runtime"
 	"github.com/plegkit/pleg/runtimecheck"
@@ -48,14 +49,6 @@ const (
 	// stops: what it said last would otherwise read as current forever.
 	ReasonStopped = "PLEGStopped"
 )
-
-// KubeletMaxMessageBytes is the largest CRI answer the kubelet's client
-// accepts: a whole-node list past it fails every kubelet relist.
-const KubeletMaxMessageBytes = 16 << 20
-
-// nearLimit is the share of the message limit from which a list is near
-// it, as pleg doctor's list-near-limit.
-const nearLimit = 0.75
 
 // verdict is what the condition says.
 type verdict struct {
@@ -300,16 +293,16 @@ func listSize(s runtime.ListSizes) (cause, bool) {
 	if s.PodSandboxes.Bytes > l.Bytes {
 		op, l = "ListPodSandbox", s.PodSandboxes
 	}
-	size, limit, whose := l.Bytes, KubeletMaxMessageBytes, "the kubelet's"
+	size, limit, whose := l.Bytes, msgsize.KubeletMax, "the kubelet's"
 	if s.LimitBytes > 0 && float64(l.LargestMessageBytes)/float64(s.LimitBytes) > float64(size)/float64(limit) {
 		size, limit, whose = l.LargestMessageBytes, s.LimitBytes, "pleg's receive"
 	}
-	if float64(size) < nearLimit*float64(limit) {
+	if float64(size) < msgsize.Near*float64(limit) {
 		return cause{}, false
 	}
 	return cause{ReasonListNearSizeLimit, fmt.Sprintf("the %s answer is %s, %d%% of %s %s limit; past it every relist "+
 		"fails",
-		op, mib(size), 100*size/limit, whose, mib(limit))}, true
+		op, msgsize.MiB(size, 1), 100*size/limit, whose, msgsize.MiB(limit, 1))}, true
 }
 
 func podName(f pleg.PodFailure) string {
@@ -322,8 +315,6 @@ func podName(f pleg.PodFailure) string {
 // stamp is a time as a message shows it: UTC, to the second, so that a
 // message changes only when what it says changes.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-func mib(n int) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // maxErrLen bounds an error inside a message: an event's note holds 1 KiB.
 const maxErrLen = 300

@@ -6,6 +6,8 @@ package runtime
 import (
 	"fmt"
 	"time"
+
+	"github.com/plegkit/pleg/internal/msgsize"
 )
 
 // Availability says whether a runtime offers something.
@@ -126,29 +128,18 @@ func (s ListSizes) Headroom() float64 {
 
 func (s ListSizes) String() string {
 	if s.PodSandboxes.At.IsZero() && s.Containers.At.IsZero() {
-		return fmt.Sprintf("nothing listed yet (limit %s)", mib(s.LimitBytes))
+		return fmt.Sprintf("nothing listed yet (limit %s)", msgsize.Bytes(s.LimitBytes))
 	}
 	return fmt.Sprintf("sandboxes %s, containers %s, of %s a message (%.0f%% headroom)",
-		s.PodSandboxes, s.Containers, mib(s.LimitBytes), 100*s.Headroom())
+		s.PodSandboxes, s.Containers, msgsize.Bytes(s.LimitBytes), 100*s.Headroom())
 }
 
 func (s ListSize) String() string {
 	how := "one message"
 	if s.Streamed {
-		how = fmt.Sprintf("streamed, largest message %s", mib(s.LargestMessageBytes))
+		how = fmt.Sprintf("streamed, largest message %s", msgsize.Bytes(s.LargestMessageBytes))
 	}
-	return fmt.Sprintf("%d in %s (%s)", s.Items, mib(s.Bytes), how)
-}
-
-func mib(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	default:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	}
+	return fmt.Sprintf("%d in %s (%s)", s.Items, msgsize.Bytes(s.Bytes), how)
 }
 
 // CapabilityReporter is a runtime that tells what it was found to offer:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/internal/format"
+	"github.com/plegkit/pleg/internal/msgsize"
 )
 
 //go:embed report.html.tmpl
@@ -18,7 +19,7 @@ var pageTemplate string
 
 var page = template.Must(template.Must(template.New("report").Funcs(nodeFuncs).Funcs(template.FuncMap{
 	"duration": func(s float64) string { return format.Duration(format.Seconds(s)) },
-	"bytes":    format.Bytes,
+	"bytes":    msgsize.Bytes,
 	"percent": func(part, whole int) float64 {
 		if whole == 0 {
 			return 0

@@ -13,6 +13,7 @@ import (
 
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/internal/format"
+	"github.com/plegkit/pleg/internal/msgsize"
 	"github.com/plegkit/pleg/internal/termsafe"
 )
 
@@ -155,8 +156,8 @@ func writeLists(w *errWriter, r *doctor.Report) {
 			t.row("  %s\t-\t-\t%s\n", l.Operation, l.Error)
 			continue
 		}
-		t.row("  %s\t%d\t%s\t%.1f%% of %s\n", l.Operation, l.Items, format.Bytes(l.Bytes),
-			100*float64(l.Bytes)/float64(l.LimitBytes), format.Bytes(l.LimitBytes))
+		t.row("  %s\t%d\t%s\t%.1f%% of %s\n", l.Operation, l.Items, msgsize.Bytes(l.Bytes),
+			100*float64(l.Bytes)/float64(l.LimitBytes), msgsize.Bytes(l.LimitBytes))
 	}
 	w.flush(t)
 }

@@ -77,11 +77,11 @@ func (b *backlogWatch) saw(ev *runtimeapi.ContainerEventResponse, connectedAt ti
 
 // wait returns once the backlog of the connected stream is over, or the
 // stream is down: up tells whether it is connected, and since when. It
-// waits at most FirstAttemptWait. A patient wait does not take the quiet
+// waits at most firstAttemptWait. A patient wait does not take the quiet
 // since the stream connected for the end of a backlog not begun: it waits
 // for a first event, then for the quiet after the last one.
 func (b *backlogWatch) wait(ctx context.Context, up func() (bool, time.Time), patient bool) {
-	limit := b.clock.NewTimer(FirstAttemptWait)
+	limit := b.clock.NewTimer(firstAttemptWait)
 	defer limit.Stop()
 	for {
 		connected, since := up()
@@ -94,7 +94,7 @@ func (b *backlogWatch) wait(ctx context.Context, up func() (bool, time.Time), pa
 		b.mu.Unlock()
 		left := BacklogQuiet - b.clock.Since(quietFrom)
 		if patient && !begun {
-			left = FirstAttemptWait
+			left = firstAttemptWait
 		}
 		if !connected || over || left <= 0 {
 			return

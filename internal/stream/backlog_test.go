@@ -30,7 +30,7 @@ func TestBacklogWait(t *testing.T) {
 		want time.Duration
 	}{
 		{name: "no backlog", want: BacklogQuiet},
-		{name: "no backlog, patient", patient: true, want: FirstAttemptWait},
+		{name: "no backlog, patient", patient: true, want: firstAttemptWait},
 		{name: "a backlog", backlog: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, want: 200*time.Millisecond + BacklogQuiet},
 		{name: "a late backlog", backlog: []time.Duration{400 * time.Millisecond}, want: BacklogQuiet},
 		{

@@ -27,13 +27,24 @@ import (
 type Generator interface {
 	// Deliver takes an event with the time its stream connected.
 	Deliver(ev *runtimeapi.ContainerEventResponse, connectedAt time.Time)
-	// StreamChanged is called when the stream connects (up), and when it
-	// ends after being open (opened) or fails to open: either way, what
-	// changed meanwhile only a list can tell.
-	StreamChanged(up, opened bool)
+	// StreamChanged is called when the stream connects, ends after being
+	// open, or fails to open: what changed meanwhile only a list can tell.
+	StreamChanged(c Change)
 	// RelistPod asks for a relist of pod uid now, for the reason given.
 	RelistPod(uid string, why Reason)
 }
+
+// Change is what became of the stream, as StreamChanged tells it.
+type Change uint8
+
+const (
+	// Connected tells that the stream is open.
+	Connected Change = iota
+	// Ended tells that the stream ended after being open.
+	Ended
+	// Failed tells that the stream could not be opened.
+	Failed
+)
 
 // Health is what the retries need to know of how the generator's relists
 // fare.
@@ -77,13 +88,28 @@ func New(src runtime.EventSource, rt runtime.Runtime, g Generator, h Health, cfg
 	s.watch = newRemovalWatch(rt, cfg.Clock, cfg.Logger,
 		func(k RemovalKind) bool {
 			now := cfg.Clock.Now()
-			return s.Holding(now) && !s.tellsRemovals(k, now)
+			return s.holding(now) && !s.tellsRemovals(k, now)
 		},
 		func(uid string) { g.RelistPod(uid, RemovalUnseen) })
 	s.retries = newPodRetries(cfg.Clock,
 		func(uid string) { g.RelistPod(uid, RetryFailed) },
 		h.InspectionFailing, h.ListFailingSince)
 	return s
+}
+
+// Report is what a relist or an event's payload reported of one pod.
+type Report struct {
+	UID string
+	// Items are the pod's containers and sandboxes whose state changed;
+	// the caller's again once Reported returns.
+	Items []Item
+	// Observed is when the change was observed.
+	Observed time.Time
+	// Untold are the removals among the items that no event told, and
+	// LastObserved is when those items were observed before: a removal
+	// counts against the stream only if it was connected since then.
+	Untold       Removals
+	LastObserved time.Time
 }
 
 // Item is what a relist or a payload reported of one of a pod's

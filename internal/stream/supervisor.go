@@ -39,10 +39,10 @@ const (
 	// Reconnects back off from reconnectMin to reconnectMax, with jitter.
 	reconnectMin = 100 * time.Millisecond
 	reconnectMax = 30 * time.Second
-	// FirstAttemptWait bounds how long the first relist waits for the
+	// firstAttemptWait bounds how long the first relist waits for the
 	// stream, which it waits for so that no change falls between the list
 	// and the stream.
-	FirstAttemptWait = 5 * time.Second
+	firstAttemptWait = 5 * time.Second
 )
 
 // Supervisor keeps the runtime's container event stream open for as
@@ -167,24 +167,53 @@ func (s *Supervisor) down(at time.Time, err error, unsupported bool) {
 	s.connected, s.err, s.unsupported = false, err, unsupported
 }
 
-// Attempted is closed once the first attempt to connect is over.
-func (s *Supervisor) Attempted() <-chan struct{} { return s.attempted }
+// AwaitAttempt returns once the first attempt to connect is over, or
+// firstAttemptWait has passed: the first relist waits for it, since a
+// change between its lists and the stream's start would be seen by
+// neither.
+func (s *Supervisor) AwaitAttempt(ctx context.Context) {
+	select {
+	case <-s.attempted:
+	case <-s.clock.After(firstAttemptWait):
+	case <-ctx.Done():
+	}
+}
 
 func (s *Supervisor) attemptDone() { s.attemptedOnce.Do(func() { close(s.attempted) }) }
 
-// Holding reports whether the stream has been up for Hold.
-func (s *Supervisor) Holding(now time.Time) bool {
+// holding reports whether the stream has been up for Hold at now.
+func (s *Supervisor) holding(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.connected && now.Sub(s.since) >= Hold
 }
 
-// Snapshot returns whether the stream is connected, since when it is up
-// or down, what ended it last, and whether the runtime has no stream.
-func (s *Supervisor) Snapshot() (connected bool, since time.Time, err error, unsupported bool) {
+// State is the stream's state at one instant.
+type State struct {
+	// Connected tells that the stream is up; Holding, that it has been up
+	// for Hold, and drives.
+	Connected, Holding bool
+	// Since is when the stream went up, or down; zero before the first
+	// attempt.
+	Since time.Time
+	// Err is what ended the stream last.
+	Err error
+	// Unsupported tells that the runtime has no stream.
+	Unsupported bool
+}
+
+// State returns the stream's state now.
+func (s *Supervisor) State() State {
+	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.connected, s.since, s.err, s.unsupported
+	return State{
+		Connected:   s.connected,
+		Holding:     s.connected && now.Sub(s.since) >= Hold,
+		Since:       s.since,
+		Err:         s.err,
+		Unsupported: s.unsupported,
+	}
 }
 
 // Removals are what a relist found removed of one pod that no event told:
@@ -202,11 +231,19 @@ func (r Removals) kind() RemovalKind {
 	return ContainerRemovals
 }
 
-// RemovalsUntold records the removals r a relist found at now that no
+// Reported takes what the generator reported of a pod: the removal watch
+// learns which of its items may be removed unseen, and the removals a
+// relist found untold count against the stream.
+func (s *Supervisor) Reported(r Report) {
+	s.watch.settled(r.UID, r.Items, r.Observed)
+	s.removalsUntold(r.Untold, r.LastObserved, s.clock.Now())
+}
+
+// removalsUntold records the removals r a relist found at now that no
 // event told, of items last observed at since: they count only if the
 // stream was connected since before, and their DELETED does not come
 // within UntoldGrace.
-func (s *Supervisor) RemovalsUntold(r Removals, since, now time.Time) {
+func (s *Supervisor) removalsUntold(r Removals, since, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(r.Sandboxes)+len(r.Containers) == 0 || !s.connected || since.IsZero() || !s.since.Before(since) {
@@ -225,12 +262,17 @@ func (s *Supervisor) RemovalsUntold(r Removals, since, now time.Time) {
 	}
 }
 
-// RemovalTold records that a DELETED event came for id at now, a removal
-// of kind k if known: a removal a relist found untold just before, or
-// finds just after, is told after all. Only a sandbox's DELETED tells
-// that pod removals are told: a container found removed with its pod may
-// have been removed on its own just before, which CRI-O tells.
-func (s *Supervisor) RemovalTold(id string, k RemovalKind, known bool, now time.Time) {
+// RemovalTold records that a DELETED event came for id, a removal of kind
+// k if known: a removal a relist found untold just before, or finds just
+// after, is told after all. Only a sandbox's DELETED tells that pod
+// removals are told: a container found removed with its pod may have been
+// removed on its own just before, which CRI-O tells.
+func (s *Supervisor) RemovalTold(id string, k RemovalKind, known bool) {
+	s.removalTold(id, k, known, s.clock.Now())
+}
+
+// removalTold is RemovalTold at now.
+func (s *Supervisor) removalTold(id string, k RemovalKind, known bool, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.told == nil {
@@ -354,7 +396,7 @@ func (s *Supervisor) Run(ctx context.Context) {
 			s.up(start, stream)
 			s.attemptDone()
 			s.log.Info("Container event stream connected")
-			s.gen.StreamChanged(true, false)
+			s.gen.StreamChanged(Connected)
 			err = s.drain(ctx, stream, start)
 		}
 		s.attemptDone()
@@ -370,7 +412,11 @@ func (s *Supervisor) Run(ctx context.Context) {
 		s.metrics.StreamConnected.Set(0)
 		s.metrics.EventedConnectionErrors.Inc()
 		s.down(s.clock.Now(), err, unsupported)
-		s.gen.StreamChanged(false, opened)
+		change := Failed
+		if opened {
+			change = Ended
+		}
+		s.gen.StreamChanged(change)
 		switch {
 		case unsupported && !s.required:
 			s.log.Info("The runtime has no container event stream; relisting alone", "err", err, "retryIn", s.noStreamRetry)
@@ -401,24 +447,31 @@ func (s *Supervisor) drain(ctx context.Context, stream runtime.EventStream, conn
 	}
 }
 
+// Expect is what a caller of AwaitBacklog knows of the runtime's backlog.
+type Expect uint8
+
+const (
+	// BacklogMaybe tells that the runtime may keep none: a quiet since
+	// the stream connected ends the wait.
+	BacklogMaybe Expect = iota
+	// BacklogDue tells that the runtime has a backlog to send (a
+	// container last reported was removed meanwhile). The quiet since
+	// the stream connected does not end the wait, since a loaded runtime
+	// may begin sending later than that; only the quiet after an event
+	// of the backlog, or firstAttemptWait, does.
+	BacklogDue
+)
+
 // AwaitBacklog returns once the connected stream has delivered what the
 // runtime kept for it (see backlog.go), at once if none is connected.
-func (s *Supervisor) AwaitBacklog(ctx context.Context) {
-	s.backlog.wait(ctx, s.connectedSince, false)
-}
-
-// AwaitBacklogBegun is AwaitBacklog for a caller that knows the runtime
-// has a backlog to send (a container it last reported was removed
-// meanwhile): the quiet since the stream connected does not end the wait,
-// since a loaded runtime may begin sending later than that; only the
-// quiet after an event of the backlog, or FirstAttemptWait, does.
-func (s *Supervisor) AwaitBacklogBegun(ctx context.Context) {
-	s.backlog.wait(ctx, s.connectedSince, true)
+func (s *Supervisor) AwaitBacklog(ctx context.Context, e Expect) {
+	s.backlog.wait(ctx, s.connectedSince, e == BacklogDue)
 }
 
 func (s *Supervisor) connectedSince() (bool, time.Time) {
-	connected, since, _, _ := s.Snapshot()
-	return connected, since
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connected, s.since
 }
 
 // jitter spreads d by ±20%, so that the nodes of a cluster whose runtimes
@@ -427,20 +480,23 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// RelistFailed asks for another relist of pod uid, whose relist failed at
-// now, after a backoff (retries.go).
-func (s *Supervisor) RelistFailed(uid string, now time.Time) { s.retries.failed(uid, now) }
+// RelistFailed asks for another relist of pod uid, whose relist failed,
+// after a backoff (retries.go).
+func (s *Supervisor) RelistFailed(uid string) { s.retries.failed(uid, s.clock.Now()) }
 
-// Settled lets the removal watch learn from what a relist or a payload
-// reported of pod uid at now.
-func (s *Supervisor) Settled(uid string, items []Item, now time.Time) {
-	s.watch.settled(uid, items, now)
+// Sizes is how much the supervisor holds, for tests of its bounds.
+type Sizes struct {
+	// Retries counts the pods waiting for a retry.
+	Retries int
+	// WatchedContainers and WatchedPods count the items the removal
+	// watch knows of each kind.
+	WatchedContainers, WatchedPods int
 }
 
-// PendingRetries returns how many pods wait for a retry, for tests of its
-// bounds.
-func (s *Supervisor) PendingRetries() int { return s.retries.pending() }
-
-// WatchSize returns how many items the removal watch knows of each kind,
-// for tests of its bounds.
-func (s *Supervisor) WatchSize() (containers, pods int) { return s.watch.size() }
+// Sizes returns how much the supervisor holds.
+func (s *Supervisor) Sizes() Sizes {
+	var z Sizes
+	z.Retries = s.retries.pending()
+	z.WatchedContainers, z.WatchedPods = s.watch.size()
+	return z
+}

@@ -96,17 +96,10 @@ func (sv *supervised) Deliver(ev *runtimeapi.ContainerEventResponse, _ time.Time
 	sv.events = append(sv.events, ev.GetContainerId())
 }
 
-func (sv *supervised) StreamChanged(up, opened bool) {
+func (sv *supervised) StreamChanged(c Change) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	switch {
-	case up:
-		sv.changes = append(sv.changes, "up")
-	case opened:
-		sv.changes = append(sv.changes, "ended")
-	default:
-		sv.changes = append(sv.changes, "failed")
-	}
+	sv.changes = append(sv.changes, map[Change]string{Connected: "up", Ended: "ended", Failed: "failed"}[c])
 }
 
 func (sv *supervised) RelistPod(string, Reason) {}
@@ -234,9 +227,8 @@ func TestStreamSupervisor(t *testing.T) {
 				if !equalStrings(events, tc.events) || !equalStrings(changes, tc.changes) {
 					t.Errorf("events %v and changes %v, want %v and %v", events, changes, tc.events, tc.changes)
 				}
-				connected, _, _, unsupported := sv.s.Snapshot()
-				if connected != tc.connected || unsupported != tc.unsupported {
-					t.Errorf("connected %v, unsupported %v; want %v, %v", connected, unsupported, tc.connected, tc.unsupported)
+				if st := sv.s.State(); st.Connected != tc.connected || st.Unsupported != tc.unsupported {
+					t.Errorf("connected %v, unsupported %v; want %v, %v", st.Connected, st.Unsupported, tc.connected, tc.unsupported)
 				}
 			})
 		})
@@ -276,7 +268,7 @@ func TestStreamRetriesAtOnceWhenTheRuntimeAnswers(t *testing.T) {
 		if len(opened) != n+1 || !opened[n].Equal(time.Now()) {
 			t.Fatalf("attempts %d then %d, the last at %v; want one more, now (%v)", n, len(opened), opened[len(opened)-1], time.Now())
 		}
-		if c, _, _, _ := sv.s.Snapshot(); !c {
+		if !sv.s.State().Connected {
 			t.Error("not connected after the retry")
 		}
 	})
@@ -291,18 +283,18 @@ func TestUntoldRemovals(t *testing.T) {
 	s := newSupervisor(nil, &supervised{}, testConfig(t, false))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s.up(t0, nil) // a stream that says nothing: the runtime is not known
-	s.RemovalTold("known", ContainerRemovals, true, t0)
+	s.removalTold("known", ContainerRemovals, true, t0)
 	since := t0.Add(time.Second)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 
 	// Told before the relist found it, told after, and untold.
-	s.RemovalTold("c1", ContainerRemovals, false, at(2*time.Second))
-	s.RemovalsUntold(Removals{Containers: []string{"c1", "c2", "c3"}}, since, at(3*time.Second))
-	s.RemovalTold("c2", ContainerRemovals, false, at(4*time.Second))
+	s.removalTold("c1", ContainerRemovals, false, at(2*time.Second))
+	s.removalsUntold(Removals{Containers: []string{"c1", "c2", "c3"}}, since, at(3*time.Second))
+	s.removalTold("c2", ContainerRemovals, false, at(4*time.Second))
 	if !s.tellsRemovals(ContainerRemovals, at(10*time.Second)) {
 		t.Fatal("one removal untold made containers' untold")
 	}
-	s.RemovalsUntold(Removals{Containers: []string{"c4", "c5"}}, since, at(11*time.Second))
+	s.removalsUntold(Removals{Containers: []string{"c4", "c5"}}, since, at(11*time.Second))
 	if !s.tellsRemovals(ContainerRemovals, at(12*time.Second)) {
 		t.Error("untold before their grace ran out")
 	}
@@ -314,8 +306,8 @@ func TestUntoldRemovals(t *testing.T) {
 	}
 	// Items observed before the stream connected count for nothing.
 	s.up(at(time.Minute), nil)
-	s.RemovalTold("x", PodRemovals, true, at(time.Minute))
-	s.RemovalsUntold(Removals{Sandboxes: []string{"p1", "p2", "p3"}}, at(30*time.Second), at(time.Minute+time.Second))
+	s.removalTold("x", PodRemovals, true, at(time.Minute))
+	s.removalsUntold(Removals{Sandboxes: []string{"p1", "p2", "p3"}}, at(30*time.Second), at(time.Minute+time.Second))
 	if !s.tellsRemovals(PodRemovals, at(2*time.Minute)) {
 		t.Error("removals of items last observed before the stream connected counted")
 	}
@@ -337,16 +329,16 @@ func TestContainerToldAfterItsPodsRemoval(t *testing.T) {
 			s.removals[PodRemovals].known = known
 			at := func(d time.Duration) time.Time { return t0.Add(d) }
 
-			s.RemovalsUntold(Removals{Sandboxes: []string{"sb"}, Containers: []string{"c1", "c2"}},
+			s.removalsUntold(Removals{Sandboxes: []string{"sb"}, Containers: []string{"c1", "c2"}},
 				at(time.Second), at(2*time.Second))
-			s.RemovalTold("c1", ContainerRemovals, false, at(3*time.Second))
+			s.removalTold("c1", ContainerRemovals, false, at(3*time.Second))
 			if s.tellsRemovals(PodRemovals, at(4*time.Second)) {
 				t.Error("a container's DELETED after its pod's removal took pod removals as told")
 			}
 			if !s.tellsRemovals(ContainerRemovals, at(4*time.Second)) {
 				t.Error("a container's DELETED did not take container removals as told")
 			}
-			s.RemovalTold("sb", ContainerRemovals, false, at(5*time.Second))
+			s.removalTold("sb", ContainerRemovals, false, at(5*time.Second))
 			if !s.tellsRemovals(PodRemovals, at(6*time.Second)) {
 				t.Error("the sandbox's DELETED after its pod's removal did not take pod removals as told")
 			}

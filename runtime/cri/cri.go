@@ -41,7 +41,6 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,6 +52,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plegkit/pleg/internal/msgsize"
 	"github.com/plegkit/pleg/runtime"
 )
 
@@ -321,7 +321,7 @@ func (r *Runtime) listError(err error, rpc string, n *counter) error {
 		// ours.
 		err = status.Errorf(codes.ResourceExhausted, "cri: the %s answer is one message larger than the %s a message "+
 			"accepted "+
-			"(MaxRecvMsgSize)%s: %s", rpc, mib(r.opts.MaxRecvMsgSize), whatToDo, status.Convert(err).Message())
+			"(MaxRecvMsgSize)%s: %s", rpc, msgsize.MiB(r.opts.MaxRecvMsgSize, -1), whatToDo, status.Convert(err).Message())
 	default:
 		return err
 	}
@@ -331,9 +331,6 @@ func (r *Runtime) listError(err error, rpc string, n *counter) error {
 
 // whatToDo follows a list refused for its size.
 const whatToDo = "; remove exited containers, or raise the limit (pleg run --max-list-size) with the memory limit"
-
-// mib spells a size limit in MiB.
-func mib(n int) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', -1, 64) + " MiB" }
 
 // PodSandboxStatus implements runtime.Runtime.
 func (r *Runtime) PodSandboxStatus(

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 	"unique"
 
+	"github.com/plegkit/pleg/internal/msgsize"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -172,7 +173,7 @@ func (n *counter) count(b []byte) error {
 	case n.total > n.maxBytes:
 		n.refused = status.Errorf(codes.ResourceExhausted, "cri: the list answer passed %d bytes, the %s a list's answer "+
 			"may have in all (MaxListBytes), "+
-			"after %d messages and %d items%s", n.maxBytes, mib(n.maxBytes), n.messages, n.items, whatToDo)
+			"after %d messages and %d items%s", n.maxBytes, msgsize.MiB(n.maxBytes, -1), n.messages, n.items, whatToDo)
 	case n.items > n.maxItems:
 		n.refused = status.Errorf(
 			codes.ResourceExhausted,

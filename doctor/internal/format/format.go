@@ -6,7 +6,6 @@
 package format
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -54,15 +53,4 @@ func sig3(v float64) string {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	return s
-}
-
-// Bytes prints a size in binary units.
-func Bytes(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 }
