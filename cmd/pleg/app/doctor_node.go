@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/plegkit/pleg/flightrec"
@@ -162,11 +165,12 @@ func (n *kubeletFlags) fetcher() (kubeletpleg.Fetcher, error) {
 		}
 		return kubeletpleg.NewProxy(cfg, node)
 	case inPod || n.tokenFile != "":
-		host := "127.0.0.1"
+		host, port := "127.0.0.1", kubeletpleg.DefaultPort
 		if ip := os.Getenv("NODE_IP"); ip != "" && inPod {
 			host = ip
+			port = n.podKubeletPort()
 		}
-		o := kubeletpleg.DirectOptions{URL: "https://" + net.JoinHostPort(host, strconv.Itoa(kubeletpleg.DefaultPort)),
+		o := kubeletpleg.DirectOptions{URL: "https://" + net.JoinHostPort(host, strconv.Itoa(port)),
 			TokenFile: n.tokenFile, CAFile: n.caFile, InsecureSkipVerify: n.insecure}
 		if o.TokenFile == "" {
 			o.TokenFile = n.serviceAccountAt
@@ -176,6 +180,39 @@ func (n *kubeletFlags) fetcher() (kubeletpleg.Fetcher, error) {
 	}
 	return nil, nil
 }
+
+// podKubeletPort is the port the kubelet says it serves on, in its
+// node's status (daemonEndpoints), as metrics-server finds it: a kubelet
+// may be set to serve elsewhere than 10250. It asks the API server with
+// the pod's own credentials (pleg's role may get its node); 10250 when
+// the node cannot be read, so that a read of the kubelet still says why
+// it failed.
+func (n *kubeletFlags) podKubeletPort() int {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return kubeletpleg.DefaultPort
+	}
+	cfg.Timeout = kubeletPortLookupTimeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return kubeletpleg.DefaultPort
+	}
+	name, err := n.node()
+	if err != nil {
+		return kubeletpleg.DefaultPort
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), kubeletPortLookupTimeout)
+	defer cancel()
+	node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil || node.Status.DaemonEndpoints.KubeletEndpoint.Port <= 0 {
+		return kubeletpleg.DefaultPort
+	}
+	return int(node.Status.DaemonEndpoints.KubeletEndpoint.Port)
+}
+
+// kubeletPortLookupTimeout bounds the one read of the node at start: an
+// API server that does not answer costs the daemon's start no more.
+const kubeletPortLookupTimeout = 5 * time.Second
 
 // podCA takes, in a pod, the cluster's CA for the kubelet's where none
 // is given: it is the kubelet's with serverTLSBootstrap.

@@ -49,7 +49,7 @@ func shimStopped() *cause {
 		what:     "the shim of pod resized stopped with SIGSTOP, then the pod resized in place",
 		outcome:  staysReady,
 		wait:     stayReady,
-		findings: []string{"shim-stopped", "process-stopped"},
+		findings: []string{"shim-stopped"},
 		setup: func(ctx context.Context, f *fault) error {
 			return f.resizable(ctx, "resized")
 		},
@@ -72,7 +72,7 @@ func shimStoppedOnDelete() *cause {
 		name:     "shim-stopped-delete",
 		what:     "the shim of pod victim stopped with SIGSTOP, then the pod deleted",
 		wait:     stayReady,
-		findings: []string{"shim-stopped", "process-stopped"},
+		findings: []string{"shim-stopped"},
 		setup: func(ctx context.Context, f *fault) error {
 			return f.pod(ctx, "victim", corev1.RestartPolicyAlways, []string{"pause"}, true)
 		},
@@ -153,7 +153,7 @@ func mountHung() *cause {
 		name:     "mount-hung",
 		what:     "a FUSE mount (bindfs) whose server is stopped, mounted into a new pod as a hostPath volume",
 		wait:     stayReady,
-		findings: []string{"mount-hung", "process-in-d"},
+		findings: []string{"mount-hung"},
 		setup: func(ctx context.Context, f *fault) error {
 			bindfs, err := runtimetest.HostBinary(ctx, "bindfs", "bindfs", f.t.Logf)
 			if err != nil {
@@ -254,7 +254,7 @@ func cniHung(cmd string) *cause {
 		name:     name,
 		what:     "the CNI bridge plugin waits forever on " + strings.ToUpper(cmd),
 		wait:     stayReady,
-		findings: []string{"cni-plugin-hung", "cni-hung"},
+		findings: []string{"cni-plugin-hung"},
 		prepare: func(t *testing.T, n *kubetest.NodeOptions) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
@@ -340,7 +340,7 @@ func pidsExhausted() *cause {
 		name:     "pids-exhausted",
 		what:     "the pods' PIDs limited to their use plus 100, then a pod forks until none is left",
 		wait:     stayReady,
-		findings: []string{"pids-exhausted", "pids-near-limit"},
+		findings: []string{"pids-exhausted", "pod-pids-limit"},
 		fault: func(ctx context.Context, f *fault) (func() error, error) {
 			limit = filepath.Join("/sys/fs/cgroup/pids", f.node.Kubelet.CgroupRoot(), "pids.max")
 			cur, err := os.ReadFile(filepath.Join(filepath.Dir(limit), "pids.current"))

@@ -118,6 +118,7 @@ func causes() []*cause {
 		mountHung(),
 		diskThrottled(),
 		runtimeCPUStarved(),
+		kubeletCPUStarved(),
 		pidsExhausted(),
 		cniHung("add"),
 		cniHung("del"),
@@ -135,7 +136,7 @@ func runtimeStopped() *cause {
 		inMakeTest: true,
 		outcome:    notReady,
 		wait:       5 * time.Minute,
-		findings:   []string{"runtime-stopped", "runtime-unreachable"},
+		findings:   []string{"runtime-stopped"},
 		setup: func(ctx context.Context, f *fault) error {
 			return f.pod(ctx, "sleeper", corev1.RestartPolicyAlways, []string{"pause"}, true)
 		},
@@ -166,7 +167,7 @@ func diskThrottled() *cause {
 		inMakeTest: true,
 		outcome:    staysReady,
 		wait:       stayReady,
-		findings:   []string{"io-saturated", "disk-saturated", "process-in-d"},
+		findings:   []string{"disk-saturated"},
 		setup: func(ctx context.Context, f *fault) error {
 			// Running when the throttle comes, exiting 30 s later.
 			return f.pod(ctx, "leaving", corev1.RestartPolicyNever, []string{"exit", "0", "40s"}, true)
@@ -233,12 +234,39 @@ func runtimeCPUStarved() *cause {
 		what:     "containerd and its shims confined to 1 ms of CPU a second (cpu cgroup quota)",
 		outcome:  either,
 		wait:     7 * time.Minute,
-		findings: []string{"runtime-cpu-starved", "cpu-starved", "runtime-slow", "runtime-unreachable"},
+		findings: []string{"runtime-cpu-starved"},
 		setup: func(ctx context.Context, f *fault) error {
 			return f.pod(ctx, "sleeper", corev1.RestartPolicyAlways, []string{"pause"}, true)
 		},
 		fault: func(ctx context.Context, f *fault) (func() error, error) {
 			return starveRuntime(f.node.Runtime, 1000)
+		},
+	}
+}
+
+// kubeletCPUStarved: the kubelet starved of CPU, as on a node whose
+// system daemons' reservation is too small for its pods' churn, or a
+// kubelet confined by a cgroup the node's load exhausts: here the kubelet
+// alone is given 2 ms of CPU a second. The runtime answers every call at
+// once: only the kubelet's own PLEG, read from its metrics, and its
+// process's throttling tell. The kubelet's relist and its node status
+// both starve, so which of its checks or the node controller's fails
+// first varies.
+func kubeletCPUStarved() *cause {
+	return &cause{
+		name:     "kubelet-cpu-starved",
+		what:     "the kubelet alone confined to 2 ms of CPU a second (cpu cgroup quota)",
+		outcome:  either,
+		wait:     7 * time.Minute,
+		findings: []string{"kubelet-starved", "kubelet-pleg-behind"},
+		setup: func(ctx context.Context, f *fault) error {
+			return f.pod(ctx, "sleeper", corev1.RestartPolicyAlways, []string{"pause"}, true)
+		},
+		fault: func(ctx context.Context, f *fault) (func() error, error) {
+			pid := f.node.Kubelet.Pid()
+			return confine("cpu", "kubelet", pid, []int{pid},
+				[][2]string{{"cpu.cfs_period_us", "1000000"}, {"cpu.cfs_quota_us", "2000"}},
+				[][2]string{{"cpu.cfs_quota_us", "-1"}})
 		},
 	}
 }
@@ -293,7 +321,14 @@ func sweepConfinements() error {
 // their containers' runtimes) into a cgroup of controller's hierarchy
 // with settings, and returns what releases them.
 func confineRuntime(in *runtimetest.Instance, controller string, settings, lift [][2]string) (func() error, error) {
-	c := confinement{dir: filepath.Join("/sys/fs/cgroup", controller, cgroupPrefix+strconv.Itoa(in.Pid())), lift: lift}
+	return confine(controller, "runtime", in.Pid(), runtimeProcesses(in), settings, lift)
+}
+
+// confine moves pids into a cgroup of the controller under settings,
+// named after whose and its first process; what it returns lifts lift,
+// moves them out and removes the cgroup.
+func confine(controller, whose string, first int, pids []int, settings, lift [][2]string) (func() error, error) {
+	c := confinement{dir: filepath.Join("/sys/fs/cgroup", controller, cgroupPrefix+strconv.Itoa(first)), lift: lift}
 	if err := os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("%s cgroup: %w", controller, err)
 	}
@@ -303,13 +338,13 @@ func confineRuntime(in *runtimetest.Instance, controller string, settings, lift 
 		}
 	}
 	moved := 0
-	for _, pid := range runtimeProcesses(in) {
+	for _, pid := range pids {
 		if err := os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err == nil {
 			moved++
 		}
 	}
 	if moved == 0 {
-		return nil, errors.Join(fmt.Errorf("no process of the runtime moved into %s", c.dir), c.release())
+		return nil, errors.Join(fmt.Errorf("no process of the %s moved into %s", whose, c.dir), c.release())
 	}
 	return c.release, nil
 }

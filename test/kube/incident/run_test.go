@@ -231,7 +231,10 @@ func (e *env) trace(t *testing.T, ctx context.Context, node string, since time.D
 func (e *env) doctor(t *testing.T, ctx context.Context, f *fault) string {
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(dctx, e.pleg, "doctor", "-r", f.node.Runtime.Endpoint, "-o", "json", "--budget", "30s")
+	// The kubelet's own PLEG through the API server's node proxy, as an
+	// operator with the cluster's kubeconfig reads it.
+	cmd := exec.CommandContext(dctx, e.pleg, "doctor", "-r", f.node.Runtime.Endpoint, "-o", "json", "--budget", "30s",
+		"--kubeconfig", e.cl.Kubeconfig, "--node-name", f.node.Name)
 	out, err := cmd.Output()
 	if err != nil && cmd.ProcessState == nil {
 		t.Errorf("pleg doctor: %v", err)

@@ -294,6 +294,9 @@ func (k *Kubelet) LogTail(n int) string {
 // hierarchy: its pods' cgroups are below.
 func (k *Kubelet) CgroupRoot() string { return k.cgroupRoot }
 
+// Pid is the kubelet's process ID.
+func (k *Kubelet) Pid() int { return k.proc.cmd.Process.Pid }
+
 // RootDir is the kubelet's --root-dir: its pods' volumes are below.
 func (k *Kubelet) RootDir() string { return filepath.Join(k.dir, "root") }
 
