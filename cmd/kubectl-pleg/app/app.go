@@ -10,12 +10,8 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +22,7 @@ import (
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/render"
 	"github.com/plegkit/pleg/flightrec"
+	"github.com/plegkit/pleg/internal/safefile"
 )
 
 // ExitCode is an error that only sets the exit status: 0, 1 or 2 as a
@@ -319,25 +316,5 @@ func writeOut(path string, stdout io.Writer, write func(w io.Writer) error) erro
 	if path == "-" {
 		return write(stdout)
 	}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSymlink {
-		return fmt.Errorf("%s is a symbolic link: refusing to write through it", path)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	err = f.Chmod(0o600)
-	if err == nil {
-		err = write(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		err = errors.Join(err, os.Remove(f.Name()))
-	}
-	return err
+	return safefile.Write(path, 0o600, write)
 }

@@ -7,9 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +15,7 @@ import (
 	"github.com/plegkit/pleg/daemon"
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/render"
+	"github.com/plegkit/pleg/internal/safefile"
 )
 
 // exitStatus is an error that only sets the exit status: the command has
@@ -175,7 +173,7 @@ func (o *doctorFlags) run(cmd *cobra.Command, g *global) error {
 		}
 		out = g.stderr
 	default:
-		if err := writeFile(o.htmlFile, func(w io.Writer) error { return render.HTML(w, report) }); err != nil {
+		if err := safefile.Write(o.htmlFile, 0o644, func(w io.Writer) error { return render.HTML(w, report) }); err != nil {
 			return fmt.Errorf("--html: %w", err)
 		}
 	}
@@ -191,35 +189,4 @@ func (o *doctorFlags) run(cmd *cobra.Command, g *global) error {
 		return exitStatus(code)
 	}
 	return nil
-}
-
-// writeFile writes the file at path through write, never through a
-// symbolic link: doctor runs as root, often into a shared directory such
-// as /tmp, where another user could have linked the name to any file.
-// The page is written beside path under a name of its own and renamed
-// into place: a rename replaces the name, never a file it points to, and
-// a write that fails leaves what was at path as it was.
-func writeFile(path string, write func(w io.Writer) error) error {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSymlink {
-		return fmt.Errorf("%s is a symbolic link: refusing to write through it", path)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if err == nil {
-		// Readable as a page written with the usual umask would be.
-		err = f.Chmod(0o644)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name()) // the write failed already: that error is the one to tell
-	}
-	return err
 }

@@ -4,10 +4,8 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/bundle"
 	"github.com/plegkit/pleg/flightrec"
+	"github.com/plegkit/pleg/internal/safefile"
 )
 
 const bundleLong = `Bundle writes one archive (tar.gz) to attach to a bug report of the
@@ -130,7 +129,7 @@ func (o *bundleFlags) run(cmd *cobra.Command, g *global) error {
 	if path == "-" {
 		err = write(g.stdout)
 	} else {
-		err = writePrivate(path, write)
+		err = safefile.Write(path, 0o600, write) // a bundle names pods and holds logs
 	}
 	if err != nil {
 		return fmt.Errorf("writing the bundle: %w", err)
@@ -153,31 +152,4 @@ func (o *bundleFlags) tell(g *global, path string, man *bundle.Manifest) error {
 		_, _ = fmt.Fprintf(g.stderr, "  not taken: %s: %s\n", m.Part, m.Why)
 	}
 	return nil
-}
-
-// writePrivate writes the file at path through write, readable by its
-// owner alone (a bundle names pods and holds logs), never through a
-// symbolic link, renamed into place.
-func writePrivate(path string, write func(w io.Writer) error) error {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSymlink {
-		return fmt.Errorf("%s is a symbolic link: refusing to write through it", path)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	err = f.Chmod(0o600)
-	if err == nil {
-		err = write(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		err = errors.Join(err, os.Remove(f.Name()))
-	}
-	return err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/plegkit/pleg/doctor"
 	"github.com/plegkit/pleg/doctor/render"
 	"github.com/plegkit/pleg/flightrec"
+	"github.com/plegkit/pleg/internal/safefile"
 )
 
 const recordingsLong = `Recordings lists the flight recordings pleg run took at the onset of
@@ -113,7 +114,7 @@ func (o *recordingsFlags) run(g *global, name string) error {
 		}
 		out = g.stderr
 	default:
-		if err := writeFile(o.htmlFile, func(w io.Writer) error { return render.RecordingHTML(w, v) }); err != nil {
+		if err := safefile.Write(o.htmlFile, 0o644, func(w io.Writer) error { return render.RecordingHTML(w, v) }); err != nil {
 			return fmt.Errorf("--html: %w", err)
 		}
 	}

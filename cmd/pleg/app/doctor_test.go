@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/plegkit/pleg/doctor"
+	"github.com/plegkit/pleg/internal/safefile"
 	"github.com/plegkit/pleg/sim"
 	"github.com/plegkit/pleg/sim/simtest"
 )
@@ -102,7 +103,7 @@ func TestDoctorHTMLNeverWritesThroughASymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(w io.Writer) error { _, err := io.WriteString(w, "<html>report</html>"); return err }
-	if err := writeFile(page, write); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+	if err := safefile.Write(page, 0o644, write); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("writing through a symbolic link: %v, want refused", err)
 	}
 	if data, err := os.ReadFile(precious); err != nil || string(data) != "keep" {
@@ -113,13 +114,13 @@ func TestDoctorHTMLNeverWritesThroughASymlink(t *testing.T) {
 	if err := os.WriteFile(old, []byte("an older report"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFile(old, write); err != nil {
+	if err := safefile.Write(old, 0o644, write); err != nil {
 		t.Fatal(err)
 	}
 	if data, err := os.ReadFile(old); err != nil || string(data) != "<html>report</html>" {
 		t.Errorf("the replaced report: %q %v", data, err)
 	}
-	if err := writeFile(old, func(io.Writer) error { return errors.New("render failed") }); err == nil {
+	if err := safefile.Write(old, 0o644, func(io.Writer) error { return errors.New("render failed") }); err == nil {
 		t.Error("a failed render succeeded")
 	}
 	if data, _ := os.ReadFile(old); string(data) != "<html>report</html>" {
