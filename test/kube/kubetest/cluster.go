@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,6 +171,15 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	if c.Helm, err = BuildHelm(ctx, logf); err != nil {
 		NodeUnavailable(t, err)
 	}
+	// Another run's cluster on the same network (make test in a second
+	// checkout of this machine) would share its bridges and NAT rules:
+	// wait for it to end. Registered before the cluster's own cleanup,
+	// the lock is released after it.
+	release, err := lockNetwork(opts.Network, logf)
+	if err != nil {
+		NodeUnavailable(t, err)
+	}
+	t.Cleanup(release)
 	iptables, err := runtimetest.HostBinary(ctx, "iptables", "iptables", logf)
 	if err != nil {
 		NodeUnavailable(t, err)
@@ -434,4 +444,23 @@ func RepoRoot() (string, error) {
 		return "", err
 	}
 	return filepath.Clean(filepath.Join(mod, "..", "..")), nil
+}
+
+// lockNetwork takes the machine's lock on a cluster network, waiting,
+// with a line, while another process holds it. The lock is the process's:
+// a run that is killed releases it.
+func lockNetwork(network string, logf func(string, ...any)) (func(), error) {
+	path := filepath.Join(os.TempDir(), "pleg-kubetest-"+network+".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("the network's lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		logf("network %s.0.0/16 is another test run's (%s): waiting for it to end", network, path)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			_ = f.Close() // the lock failed: that error is the one to tell
+			return nil, fmt.Errorf("the network's lock %s: %w", path, err)
+		}
+	}
+	return func() { _ = f.Close() }, nil // closing releases the lock
 }
