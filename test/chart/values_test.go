@@ -292,8 +292,8 @@ func TestRulesFollowValues(t *testing.T) {
 			}
 		}
 	}
-	if alerts["PlegDown"] != 0 || alerts["PlegNotHealthy"] != 1 || len(alerts) != 13 {
-		t.Errorf("alerts %v: want the 14 but PlegDown", alerts)
+	if alerts["PlegDown"] != 0 || alerts["PlegNotHealthy"] != 1 || len(alerts) != 14 {
+		t.Errorf("alerts %v: want the 15 but PlegDown", alerts)
 	}
 	if !slices.Contains(groups, "site") {
 		t.Errorf("groups %v: want the additional group site", groups)
