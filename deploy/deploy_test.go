@@ -29,6 +29,7 @@ import (
 	"github.com/plegkit/pleg"
 	"github.com/plegkit/pleg/daemon"
 	"github.com/plegkit/pleg/internal/testing/promtest"
+	"github.com/plegkit/pleg/kubeletpleg"
 	"github.com/plegkit/pleg/kubereport"
 	"github.com/plegkit/pleg/runtime/fakeruntime"
 )
@@ -299,14 +300,16 @@ const repoURL = "https://github.com/plegkit/pleg"
 // and reporting metrics: every collector's descriptions as it registers,
 // so that a vector or a gauge without a value yet is known too.
 func exportedMetrics(t *testing.T) map[string]bool {
-	// The daemon as pleg run assembles it, reporting into Kubernetes: its
-	// registry holds every collector of the generator, the runtime's
-	// operations, the journal, the reporter and the daemon's own.
+	// The daemon as the chart has pleg run assemble it, reporting into
+	// Kubernetes and reading the kubelet: its registry holds every
+	// collector of the generator, the runtime's operations, the journal,
+	// the reporter, the kubelet's reading and the daemon's own.
 	d, err := daemon.New(daemon.Config{
 		Runtime:   fakeruntime.New(),
 		Listen:    "127.0.0.1:0",
 		Generator: pleg.Options{Mode: pleg.ModeGeneric},
 		Kube:      &kubereport.Config{NodeName: "node-1", Client: fake.NewClientset()},
+		Kubelet:   unreadKubelet{},
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -322,6 +325,14 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	return reg.names
+}
+
+// unreadKubelet is a kubelet whose metrics are never read: the daemon
+// registers the reading's metrics all the same.
+type unreadKubelet struct{}
+
+func (unreadKubelet) Read(context.Context) kubeletpleg.Reading {
+	return kubeletpleg.Reading{Error: "not read in this test"}
 }
 
 // describing is a Registerer that notes the name of every metric a

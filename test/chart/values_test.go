@@ -5,6 +5,7 @@ package chart
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -291,8 +292,8 @@ func TestRulesFollowValues(t *testing.T) {
 			}
 		}
 	}
-	if alerts["PlegDown"] != 0 || alerts["PlegNotHealthy"] != 1 || len(alerts) != 13 {
-		t.Errorf("alerts %v: want the 14 but PlegDown", alerts)
+	if alerts["PlegDown"] != 0 || alerts["PlegNotHealthy"] != 1 || len(alerts) != 14 {
+		t.Errorf("alerts %v: want the 15 but PlegDown", alerts)
 	}
 	if !slices.Contains(groups, "site") {
 		t.Errorf("groups %v: want the additional group site", groups)
@@ -388,6 +389,69 @@ func TestContainerValues(t *testing.T) {
 		_, c := mustRender(t, "pleg", "kube-system", tc.values).daemonSet(t)
 		if got := env(c, "GOMEMLIMIT"); got != tc.want {
 			t.Errorf("values %v: GOMEMLIMIT %q, want %q", tc.values, got, tc.want)
+		}
+	}
+}
+
+// TestKubeletValues: kubelet.readPLEG reads the kubelet's own PLEG from
+// its port on the node's address (NODE_IP from the downward API), which
+// the ClusterRole's get on nodes/metrics allows; its TLS is verified
+// against caFile, or the cluster's CA, or not at all; without
+// kube.report, whose token it would send, there is no reading, nor the
+// rule.
+func TestKubeletValues(t *testing.T) {
+	// metricsRule: a ClusterRole's get on nodes/metrics.
+	metricsRule := func(r rendered) bool {
+		for _, o := range r.objects {
+			if o.GetKind() != "ClusterRole" {
+				continue
+			}
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, rule := range rules {
+				m, _ := rule.(map[string]any)
+				if fmt.Sprint(m["resources"]) == "[nodes/metrics]" && fmt.Sprint(m["verbs"]) == "[get]" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		name    string
+		values  map[string]any
+		read    bool
+		tlsArgs []string
+	}{
+		{"defaults", nil, true, []string{"--kubelet-insecure-skip-tls-verify"}},
+		{"the cluster's CA", map[string]any{"kubelet": map[string]any{"insecureSkipTLSVerify": false}}, true, nil},
+		{"a CA file", map[string]any{"kubelet": map[string]any{"caFile": "/etc/kubelet-ca/ca.crt"}}, true,
+			[]string{"--kubelet-ca-file=/etc/kubelet-ca/ca.crt"}},
+		{"off", map[string]any{"kubelet": map[string]any{"readPLEG": false}}, false, nil},
+		{"without reporting", map[string]any{"kube": map[string]any{"report": false}}, false, nil},
+	} {
+		r := mustRender(t, "pleg", "kube-system", tc.values)
+		_, c := r.daemonSet(t)
+		var kubeletArgs []string
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--kubelet") {
+				kubeletArgs = append(kubeletArgs, a)
+			}
+		}
+		want := []string(nil)
+		if tc.read {
+			want = append([]string{"--kubelet=auto"}, tc.tlsArgs...)
+		}
+		if !slices.Equal(kubeletArgs, want) {
+			t.Errorf("%s: kubelet args %v, want %v", tc.name, kubeletArgs, want)
+		}
+		nodeIP := slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "NODE_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.hostIP"
+		})
+		if nodeIP != tc.read {
+			t.Errorf("%s: NODE_IP from status.hostIP %v, want %v", tc.name, nodeIP, tc.read)
+		}
+		if got := metricsRule(r); got != tc.read {
+			t.Errorf("%s: a ClusterRole's get on nodes/metrics %v, want %v", tc.name, got, tc.read)
 		}
 	}
 }

@@ -372,11 +372,20 @@ func checkProbes(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container) {
 	}
 }
 
-// checkReporting: a token and a role exactly when reporting.
+// checkReporting: a token and a role exactly when reporting; with them,
+// the kubelet's own PLEG read from its port on the node's address
+// (kubelet.readPLEG, on in every set that reports), which the role's get
+// on nodes/metrics allows.
 func checkReporting(t *testing.T, vs valueSet, r render, pod corev1.PodSpec, c corev1.Container) {
 	token := pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken
 	if token != vs.report || slices.Contains(c.Args, "--in-cluster") != vs.report {
 		t.Errorf("token mounted %v, args %v; want --in-cluster and a token exactly when reporting (%v)", token, c.Args, vs.report)
+	}
+	nodeIP := slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "NODE_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.hostIP"
+	})
+	if nodeIP != vs.report || slices.Contains(c.Args, "--kubelet=auto") != vs.report {
+		t.Errorf("NODE_IP from status.hostIP %v, args %v; want both, and --kubelet=auto, exactly when reporting (%v)", nodeIP, c.Args, vs.report)
 	}
 	roles := r.kind("ClusterRole")
 	if !vs.report {
@@ -393,6 +402,7 @@ func checkReporting(t *testing.T, vs valueSet, r render, pod corev1.PodSpec, c c
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes/metrics"}, Verbs: []string{"get"}},
 	}
 	if fmt.Sprint(role.Rules) != fmt.Sprint(want) {
 		t.Errorf("role rules %v, want exactly %v", role.Rules, want)

@@ -106,8 +106,9 @@ func TestDeployManifestsApply(t *testing.T) {
 }
 
 // TestRBAC applies deploy/rbac.yaml, then checks that its ServiceAccount
-// may do what reporting needs and nothing else, and runs the daemon with
-// that account's token: the condition and a pod's event get written.
+// may do what reporting and reading the kubelet's metrics need and
+// nothing else, and runs the daemon with that account's token: the
+// condition and a pod's event get written.
 func TestRBAC(t *testing.T) {
 	srv, cs := apiServer(t)
 	dyn, err := dynamic.NewForConfig(srv.Config(kubetest.AdminToken))
@@ -130,7 +131,11 @@ func TestRBAC(t *testing.T) {
 		{"patch", "", "nodes", "status", true},
 		{"create", "events.k8s.io", "events", "", true},
 		{"patch", "events.k8s.io", "events", "", true},
+		{"get", "", "nodes", "metrics", true},
 
+		{"get", "", "nodes", "proxy", false},
+		{"get", "", "nodes", "stats", false},
+		{"get", "", "nodes", "log", false},
 		{"list", "", "nodes", "", false},
 		{"watch", "", "nodes", "", false},
 		{"patch", "", "nodes", "", false},

@@ -129,3 +129,12 @@ without either.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" when the daemon reads the kubelet's own PLEG (pleg run --kubelet
+auto): kubelet.readPLEG, with kube.report, whose token and ClusterRole it
+uses; empty otherwise.
+*/}}
+{{- define "pleg.readKubelet" -}}
+{{- if and .Values.kube.report (.Values.kubelet | default dict).readPLEG }}true{{ end }}
+{{- end }}

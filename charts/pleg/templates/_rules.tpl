@@ -153,6 +153,22 @@ groups:
           "summary" (printf "PLEG is not healthy: no successful relist for more than %ds." $threshold)
           "description" `pleg on {{ $labels.node }} last relisted {{ $value | humanizeDuration }} ago; the container runtime does not answer its lists. Run pleg doctor on the node.`)) | trim | nindent 8 }}
       {{- end }}
+      {{- if include "pleg.alertOn" (dict "root" . "name" "PlegKubeletRelistBehind") }}
+      # The kubelet's own PLEG, as pleg reads it from the kubelet's metrics
+      # every 10 s (the chart's kubelet.readPLEG), not seen active for half
+      # the kubelet's threshold, which is 3 minutes and not configurable:
+      # the node condition's KubeletRelistBehind. 0, where no read has
+      # found it yet or none is made, is left out. The kubelet moves it
+      # every second; a read every 10 s and a scrape of 15 s leave it at
+      # most some 25 s behind on a healthy node. A read that fails keeps
+      # the last one, which ages: a kubelet whose metrics stop answering
+      # fires it too.
+      - alert: PlegKubeletRelistBehind
+        expr: time() - (pleg_kubelet_pleg_last_seen_seconds{ {{- $sel -}} } > 0) > 90
+        {{- include "pleg.alertMeta" (dict "root" . "name" "PlegKubeletRelistBehind" "annotations" (dict
+          "summary" "The kubelet's own PLEG has not relisted for half its health threshold."
+          "description" `The kubelet's PLEG on {{ $labels.node }} last relisted {{ $value | humanizeDuration }} ago, by the kubelet's metrics as pleg last read them: at 3 minutes the kubelet reports PLEG not healthy and the node turns NotReady. Where pleg's own relists of the same runtime succeed, the kubelet itself is starved or stuck. Run pleg doctor on the node.`)) | trim | nindent 8 }}
+      {{- end }}
       {{- if include "pleg.alertOn" (dict "root" . "name" "PlegDown") }}
       # A pleg that is there but does not answer its scrapes: crashing,
       # wedged, or cut off by a NetworkPolicy. Every other alert of the
