@@ -51,7 +51,15 @@ func newKubeletWatch(src kubeletpleg.Source, reg prometheus.Registerer) (*kubele
 		}
 		return float64(r.LastSeen.UnixNano()) / 1e9
 	})
-	for _, c := range []prometheus.Collector{reads, lastSeen} {
+	behindAfter := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pleg_kubelet_pleg_behind_after_seconds",
+		Help: "How old the kubelet's last-seen PLEG may grow before pleg calls it behind: half the kubelet's " +
+			"3-minute threshold, 90; 450 with EventedPLEG, whose generic PLEG relists every 5 minutes against 10.",
+	}, func() float64 {
+		r, _ := w.Reading()
+		return r.BehindAfter().Seconds()
+	})
+	for _, c := range []prometheus.Collector{reads, lastSeen, behindAfter} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

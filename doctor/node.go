@@ -52,7 +52,8 @@ const (
 	memoryCritical = 0.02
 	// kubeletBehind is the age of the kubelet's last seen PLEG past which
 	// it is behind (the kubelet relists every second), kubeletCritical
-	// where a third of its 3-minute threshold is gone.
+	// where a third of its 3-minute threshold is gone; with EventedPLEG,
+	// both past its 5-minute relist period.
 	kubeletBehind   = 30 * time.Second
 	kubeletCritical = 60 * time.Second
 	// slowIOBytes and slowIOOps are I/O throttles that make a runtime's

@@ -6,6 +6,7 @@ package doctor
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/plegkit/pleg/flightrec"
 	"github.com/plegkit/pleg/kubeletpleg"
@@ -38,7 +39,7 @@ func (v *nodeView) kubelet() []Finding {
 	ev := append([]string{behind}, why...)
 	ev = append(ev, v.answers.describe())
 	sev := Warning
-	if k != nil && (secondsDuration(k.LastSeenAgeSeconds) >= kubeletCritical || k.Error != "") {
+	if k != nil && (secondsDuration(k.LastSeenAgeSeconds) >= kubeletCritical+k.Period()-time.Second || k.Error != "") {
 		sev = Critical
 	}
 	switch {
@@ -108,9 +109,10 @@ func kubeletBehindBy(k *kubeletpleg.Reading) (string, []string) {
 	}
 	age := secondsDuration(k.LastSeenAgeSeconds)
 	switch {
-	case !k.LastSeen.IsZero() && age >= kubeletBehind:
+	case !k.LastSeen.IsZero() && age >= kubeletBehind+k.Period()-time.Second:
 		return fmt.Sprintf("its PLEG was last seen active %s ago (kubelet_pleg_last_seen_seconds, read from %s); it "+
-			"turns unhealthy at 3 minutes", fmtSeconds(k.LastSeenAgeSeconds), k.Source), why
+			"turns unhealthy at %v%s", fmtSeconds(k.LastSeenAgeSeconds), k.Source, k.Threshold(),
+			map[bool]string{true: " (EventedPLEG: its relist runs every 5 minutes)"}[k.Evented]), why
 	case relists.Count > 0 && secondsDuration(relists.P99Seconds) >= AlertThreshold:
 		return fmt.Sprintf("its relists take %s%s at p99, where KubeletPlegDurationHigh fires",
 			map[bool]string{true: "at least "}[relists.Beyond], fmtSeconds(relists.P99Seconds)), why

@@ -44,6 +44,20 @@ const (
 	LastSeenMetric       = "kubelet_pleg_last_seen_seconds"
 	RelistDurationMetric = "kubelet_pleg_relist_duration_seconds"
 	RelistIntervalMetric = "kubelet_pleg_relist_interval_seconds"
+	// EventedMetric counts the kubelet's EventedPLEG stream connections:
+	// a kubelet that has one runs EventedPLEG.
+	EventedMetric = "kubelet_evented_pleg_connection_success_count"
+)
+
+// The kubelet's own PLEG's timing, which it does not let anyone change:
+// its generic PLEG relists every second and reports PLEG not healthy
+// when its last relist is 3 minutes old; with EventedPLEG on, the generic
+// PLEG relists every 5 minutes, against 10.
+const (
+	RelistPeriod           = time.Second
+	RelistThreshold        = 3 * time.Minute
+	EventedRelistPeriod    = 5 * time.Minute
+	EventedRelistThreshold = 10 * time.Minute
 )
 
 // DefaultTimeout bounds one read: a kubelet that does not answer its
@@ -93,6 +107,38 @@ type Reading struct {
 	// RecentSinceSeconds is how long before ReadAt the previous read
 	// was.
 	RecentSinceSeconds float64 `json:"recentSinceSeconds,omitempty"`
+	// Evented: the kubelet runs EventedPLEG (its event stream connected
+	// at least once), so its generic PLEG relists every 5 minutes and
+	// its last-seen ages up to that on a healthy node.
+	Evented bool `json:"evented,omitempty"`
+}
+
+// Period is how often the kubelet's generic PLEG relists.
+func (r Reading) Period() time.Duration {
+	if r.Evented {
+		return EventedRelistPeriod
+	}
+	return RelistPeriod
+}
+
+// Threshold is the age of the kubelet's last-seen PLEG at which it
+// reports PLEG not healthy.
+func (r Reading) Threshold() time.Duration {
+	if r.Evented {
+		return EventedRelistThreshold
+	}
+	return RelistThreshold
+}
+
+// BehindAfter is the age of the kubelet's last-seen PLEG past which it
+// is behind, well before its threshold: half of it, 90 s; with
+// EventedPLEG, whose healthy last-seen is up to 5 minutes old, its period
+// and half of what is left, 7.5 minutes.
+func (r Reading) BehindAfter() time.Duration {
+	if r.Evented {
+		return EventedRelistPeriod + (EventedRelistThreshold-EventedRelistPeriod)/2
+	}
+	return RelistThreshold / 2
 }
 
 // Histogram is a histogram's count with its quantiles estimated from the
@@ -215,6 +261,11 @@ func (rd *Reading) fill(fams map[string]*dto.MetricFamily) *snapshot {
 	if h := histogram(fams[RelistIntervalMetric]); h != nil {
 		cur.interval, rd.Intervals = h, summarize(h)
 	}
+	for _, name := range []string{EventedMetric, EventedMetric + "_total"} {
+		if v, ok := counterValue(fams[name]); ok && v > 0 {
+			rd.Evented = true
+		}
+	}
 	if len(missing) > 0 {
 		rd.Error = "the kubelet's metrics have no " + strings.Join(missing, " nor ") +
 			": not a kubelet's /metrics, or a kubelet without a PLEG"
@@ -258,8 +309,12 @@ func wanted(line []byte) bool {
 		}
 		s = f[1]
 	}
-	for _, name := range []string{LastSeenMetric, RelistDurationMetric, RelistIntervalMetric} {
+	for _, name := range []string{LastSeenMetric, RelistDurationMetric, RelistIntervalMetric, EventedMetric} {
 		if rest, ok := strings.CutPrefix(s, name); ok {
+			if name == EventedMetric {
+				// Newer exposition names a counter with _total.
+				rest = strings.TrimPrefix(rest, "_total")
+			}
 			switch {
 			case rest == "", rest[0] == ' ', rest[0] == '{', rest[0] == '\t':
 				return true
@@ -281,6 +336,21 @@ func gaugeValue(f *dto.MetricFamily) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// counterValue is the sum of a counter family's series.
+func counterValue(f *dto.MetricFamily) (float64, bool) {
+	var sum float64
+	found := false
+	for _, m := range f.GetMetric() {
+		switch {
+		case m.GetCounter() != nil:
+			sum, found = sum+m.GetCounter().GetValue(), true
+		case m.GetUntyped() != nil:
+			sum, found = sum+m.GetUntyped().GetValue(), true
+		}
+	}
+	return sum, found
 }
 
 func histogram(f *dto.MetricFamily) *dto.Histogram {

@@ -262,3 +262,43 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A kubelet whose EventedPLEG stream has connected relists every 5
+// minutes against 10: pleg judges its last-seen by those, whichever way
+// the kubelet's metrics spell the counter.
+func TestEvented(t *testing.T) {
+	const base = "kubelet_pleg_last_seen_seconds 1.8e+09\n"
+	for _, tc := range []struct {
+		name        string
+		text        string
+		evented     bool
+		behindAfter time.Duration
+	}{
+		{name: "generic", text: base, behindAfter: 90 * time.Second},
+		{name: "the gate on, no stream yet", behindAfter: 90 * time.Second,
+			text: base + "# TYPE kubelet_evented_pleg_connection_success_count counter\nkubelet_evented_pleg_connection_success_count 0\n"},
+		{name: "evented", evented: true, behindAfter: 450 * time.Second,
+			text: base + "# TYPE kubelet_evented_pleg_connection_success_count counter\nkubelet_evented_pleg_connection_success_count 2\n"},
+		{name: "evented, _total", evented: true, behindAfter: 450 * time.Second,
+			text: base + "# TYPE kubelet_evented_pleg_connection_success_count_total counter\n" +
+				"kubelet_evented_pleg_connection_success_count_total 1\n"},
+		{name: "a longer name is another metric", behindAfter: 90 * time.Second,
+			text: base + "kubelet_evented_pleg_connection_success_count_other 3\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fams, err := Parse([]byte(tc.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r Reading
+			r.fill(fams)
+			if r.Evented != tc.evented || r.BehindAfter() != tc.behindAfter {
+				t.Errorf("evented %v, behind after %v; want %v, %v", r.Evented, r.BehindAfter(), tc.evented, tc.behindAfter)
+			}
+			wantThreshold := map[bool]time.Duration{false: 3 * time.Minute, true: 10 * time.Minute}[tc.evented]
+			if r.Threshold() != wantThreshold {
+				t.Errorf("threshold %v, want %v", r.Threshold(), wantThreshold)
+			}
+		})
+	}
+}

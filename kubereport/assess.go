@@ -170,21 +170,17 @@ func notAnswering(rs runtimecheck.State, now time.Time) (cause, bool) {
 	return cause{ReasonRuntimeUnreachable, msg + "; the kubelet's runtime check and relist wait on it too"}, true
 }
 
-// KubeletRelistThreshold is the kubelet's own PLEG's health threshold,
-// which it does not let anyone change (genericPlegRelistThreshold).
-const KubeletRelistThreshold = 3 * time.Minute
-
 // kubeletBehind reports the kubelet's own PLEG not seen active for half
-// the threshold. pleg reads it every 10 s: its last-seen then lags by no
+// its threshold (kubeletpleg's BehindAfter: 90 s, 7.5 minutes with
+// EventedPLEG). pleg reads it every 10 s: its last-seen then lags by no
 // more than that and a scrape on a healthy node. Beside pleg's own
 // relists succeeding, it says the kubelet itself is starved or stuck.
 func kubeletBehind(o observed, now time.Time) (cause, bool) {
-	const threshold = KubeletRelistThreshold
 	if !o.kubeletRead || o.kubelet.LastSeen.IsZero() {
 		return cause{}, false
 	}
 	age := now.Sub(o.kubelet.LastSeen)
-	if age < threshold/2 {
+	if age < o.kubelet.BehindAfter() {
 		return cause{}, false
 	}
 	msg := fmt.Sprintf("the kubelet's own PLEG was last seen active %s ago, at %s (its kubelet_pleg_last_seen_seconds)",
@@ -193,7 +189,8 @@ func kubeletBehind(o observed, now time.Time) (cause, bool) {
 		msg += fmt.Sprintf(", while pleg's relists of the same runtime succeed (the last at %s): the kubelet itself is "+
 			"starved or stuck", stamp(last))
 	}
-	return cause{ReasonKubeletRelistBehind, msg + fmt.Sprintf("; it reports PLEG not healthy at %v", threshold)}, true
+	return cause{ReasonKubeletRelistBehind, msg + fmt.Sprintf("; it reports PLEG not healthy at %v",
+		o.kubelet.Threshold())}, true
 }
 
 // runtimeNotReady reports a runtime that answers, and says itself not

@@ -138,6 +138,17 @@ func TestAssess(t *testing.T) {
 				"PLEG not healthy at 3m0s"},
 		},
 		{
+			name:    "an EventedPLEG kubelet's generic relist 5 minutes old",
+			kubelet: &kubeletpleg.Reading{LastSeen: t0.Add(-301 * time.Second), Evented: true},
+			known:   true, reason: ReasonHealthy,
+		},
+		{
+			name:    "an EventedPLEG kubelet's PLEG behind",
+			kubelet: &kubeletpleg.Reading{LastSeen: t0.Add(-8 * time.Minute), Evented: true},
+			known:   true, reason: ReasonKubeletRelistBehind,
+			message: []string{"last seen active 8m0s ago", "PLEG not healthy at 10m0s"},
+		},
+		{
 			name:    "the kubelet's PLEG seen within half its threshold",
 			kubelet: &kubeletpleg.Reading{LastSeen: t0.Add(-89 * time.Second)},
 			known:   true, reason: ReasonHealthy,

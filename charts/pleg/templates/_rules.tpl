@@ -162,12 +162,16 @@ groups:
       # every second; a read every 10 s and a scrape of 15 s leave it at
       # most some 25 s behind on a healthy node. A read that fails keeps
       # the last one, which ages: a kubelet whose metrics stop answering
-      # fires it too.
+      # fires it too. Half is pleg_kubelet_pleg_behind_after_seconds: 90,
+      # or 450 where the kubelet runs EventedPLEG, whose generic PLEG
+      # relists every 5 minutes against a 10-minute threshold.
       - alert: PlegKubeletRelistBehind
-        expr: time() - (pleg_kubelet_pleg_last_seen_seconds{ {{- $sel -}} } > 0) > 90
+        expr: >-
+          time() - (pleg_kubelet_pleg_last_seen_seconds{ {{- $sel -}} } > 0)
+          > pleg_kubelet_pleg_behind_after_seconds{ {{- $sel -}} }
         {{- include "pleg.alertMeta" (dict "root" . "name" "PlegKubeletRelistBehind" "annotations" (dict
           "summary" "The kubelet's own PLEG has not relisted for half its health threshold."
-          "description" `The kubelet's PLEG on {{ $labels.node }} last relisted {{ $value | humanizeDuration }} ago, by the kubelet's metrics as pleg last read them: at 3 minutes the kubelet reports PLEG not healthy and the node turns NotReady. Where pleg's own relists of the same runtime succeed, the kubelet itself is starved or stuck. Run pleg doctor on the node.`)) | trim | nindent 8 }}
+          "description" `The kubelet's PLEG on {{ $labels.node }} last relisted {{ $value | humanizeDuration }} ago, by the kubelet's metrics as pleg last read them: at 3 minutes (10 with EventedPLEG) the kubelet reports PLEG not healthy and the node turns NotReady. Where pleg's own relists of the same runtime succeed, the kubelet itself is starved or stuck. Run pleg doctor on the node.`)) | trim | nindent 8 }}
       {{- end }}
       {{- if include "pleg.alertOn" (dict "root" . "name" "PlegDown") }}
       # A pleg that is there but does not answer its scrapes: crashing,
