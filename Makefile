@@ -194,12 +194,12 @@ kubelet-on-sim:
 ## when pleg's condition turned on, when the first page fired, when the
 ## kubelet turned the node NotReady (or that it stayed Ready), doctor's
 ## first finding, the recording; prints the table of docs/incidents.md
-## (root). make test runs two of them (the runtime stopped, the disk
-## throttled). INCIDENTS chooses others (comma-separated names).
+## (root). make test runs two of them (the runtime stopped, a shim
+## stopped). INCIDENTS chooses others (comma-separated names).
 INCIDENTS ?= all
 incidents:
 	cd $(KUBE_TEST_MODULE) && PLEG_INCIDENTS=$(INCIDENTS) \
-	  $(GO) test -count=1 -v -run '^TestIncidents$$' -timeout 90m ./incident/
+	  $(GO) test -count=1 -v -parallel 16 -run '^TestIncidents$$' -timeout 90m ./incident/
 
 ## demo: the daemon over the simulated runtime with churn
 demo:

@@ -93,7 +93,7 @@ after_kubebuild() {
 
 lint() { $MAKE --no-print-directory lint; }
 # test/kube's packages mostly wait: on API servers and kubelets, on the
-# incident suite's minutes of a runtime stopped or a disk throttled. Three
+# incident suite's minutes of a runtime stopped and a shim stopped. Three
 # at a time, so that the longest (the root package's ten minutes, the
 # incident suite's five to eight) run side by side instead of one queuing
 # behind the other, past the quarter of an hour a warm run has.

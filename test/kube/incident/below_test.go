@@ -45,11 +45,12 @@ const stayReady = 4 * time.Minute
 // stays Ready.
 func shimStopped() *cause {
 	return &cause{
-		name:     "shim-stopped",
-		what:     "the shim of pod resized stopped with SIGSTOP, then the pod resized in place",
-		outcome:  staysReady,
-		wait:     stayReady,
-		findings: []string{"shim-stopped"},
+		name:       "shim-stopped",
+		what:       "the shim of pod resized stopped with SIGSTOP, then the pod resized in place",
+		inMakeTest: true,
+		outcome:    staysReady,
+		wait:       stayReady,
+		findings:   []string{"shim-stopped"},
 		setup: func(ctx context.Context, f *fault) error {
 			return f.resizable(ctx, "resized")
 		},

@@ -33,6 +33,10 @@ type cause struct {
 	what string
 	// inMakeTest: make test runs it, not only make incidents.
 	inMakeTest bool
+	// alone: its fault shows on the whole machine, not on its node alone
+	// (the host's I/O pressure): it runs after the others, by itself, as
+	// it would on a node of its own.
+	alone bool
 	// outcome is what the kubelet does here: turns the node NotReady
 	// with "PLEG is not healthy", keeps it Ready for wait, or either
 	// (a cause whose effect on the kubelet varies from run to run).
@@ -162,12 +166,12 @@ func runtimeStopped() *cause {
 // metadata commit waits on the disk), the kubelet's PLEG stays healthy.
 func diskThrottled() *cause {
 	return &cause{
-		name:       "disk-throttled",
-		what:       "containerd's and its shims' writes throttled to 16 bytes a second (blkio), then a running container exits",
-		inMakeTest: true,
-		outcome:    staysReady,
-		wait:       stayReady,
-		findings:   []string{"disk-saturated"},
+		name:     "disk-throttled",
+		what:     "containerd's and its shims' writes throttled to 16 bytes a second (blkio), then a running container exits",
+		alone:    true,
+		outcome:  staysReady,
+		wait:     stayReady,
+		findings: []string{"disk-saturated"},
 		setup: func(ctx context.Context, f *fault) error {
 			// Running when the throttle comes, exiting 30 s later.
 			return f.pod(ctx, "leaving", corev1.RestartPolicyNever, []string{"exit", "0", "40s"}, true)

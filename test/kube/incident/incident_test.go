@@ -14,9 +14,10 @@
 // Each cause runs on a node of its own (a kubelet on a private runtime,
 // in one cluster), so that the causes run side by side and a fault never
 // reaches beyond its node; each lifts its fault when it ends, failed or
-// not. PLEG_INCIDENTS chooses the causes: a comma-separated list, "all"
-// (make incidents), or by default those make test runs: the runtime
-// stopped, and the disk under the runtime throttled, a cause below the
+// not; a cause whose fault the whole machine feels (the disk throttled)
+// runs after the others, alone. PLEG_INCIDENTS chooses the causes: a
+// comma-separated list, "all" (make incidents), or by default those make
+// test runs: the runtime stopped, and a shim stopped, a cause below the
 // CRI.
 package incident
 
@@ -60,17 +61,29 @@ func TestIncidents(t *testing.T) {
 
 	var mu sync.Mutex
 	var rows []row
+	run := func(t *testing.T, c *cause) {
+		r := env.run(t, ctx, c)
+		mu.Lock()
+		rows = append(rows, r)
+		mu.Unlock()
+	}
 	t.Run("causes", func(t *testing.T) {
 		for _, c := range chosen {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				r := env.run(t, ctx, c)
-				mu.Lock()
-				rows = append(rows, r)
-				mu.Unlock()
-			})
+			if !c.alone {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					run(t, c)
+				})
+			}
 		}
 	})
+	// A cause whose fault the whole machine feels runs once the others
+	// have ended: beside them, their doctor would read its pressure.
+	for _, c := range chosen {
+		if c.alone {
+			t.Run("alone/"+c.name, func(t *testing.T) { run(t, c) })
+		}
+	}
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.name, b.name) })
 	t.Logf("the incidents, as docs/incidents.md tabulates them:\n%s", table(rows))
 	if env.healthyPages() {
