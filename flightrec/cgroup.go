@@ -251,54 +251,94 @@ func (p Proc) pidsState(c cgroupFS) *PIDs {
 }
 
 // kubepodsBases are where the kubelet's pods' cgroups are, per driver
-// (cgroupfs, systemd) and hierarchy (v1's pids, v2).
+// (cgroupfs, systemd) and hierarchy (v1's pids, v2); a kubelet with a
+// --cgroup-root puts them one level down (kubepodsUnderRoots).
 var kubepodsBases = []string{"pids/kubepods", "pids/kubepods.slice", "kubepods", "kubepods.slice",
 	"unified/kubepods", "unified/kubepods.slice"}
+
+// kubepodsUnderRoots find the pods' cgroups of kubelets with a
+// --cgroup-root of their own (kind's nodes, several kubelets on one host).
+var kubepodsUnderRoots = []string{"pids/*/kubepods", "*/kubepods", "unified/*/kubepods"}
 
 // podsShown bounds the pods' cgroups a recording keeps: those nearest
 // their limit first, then those holding the most.
 const podsShown = 3
 
+// maxKubepods bounds the kubepods cgroups read when more than one kubelet
+// has its own --cgroup-root.
+const maxKubepods = 16
+
+// kubepodsPids reads the PIDs of the kubelet's pods' cgroups: those at
+// the hierarchy's root, or else the ones under a --cgroup-root nearest
+// their limit (a node has one kubelet; a host running several, one each).
 func kubepodsPids(c cgroupFS) []PidsCgroup {
 	for _, base := range kubepodsBases {
-		d := filepath.Join(c.root, base)
-		cur, ok := readInt(filepath.Join(d, "pids.current"))
-		if !ok {
-			continue
+		if out, ok := kubepodsAt(c, filepath.Join(c.root, base)); ok {
+			return out
 		}
-		maxPids, _ := readInt(filepath.Join(d, "pids.max"))
-		out := []PidsCgroup{{Of: "kubepods", Path: c.rel(d), Current: cur, Max: maxPids}}
-		var pods []PidsCgroup
-		dirs := []string{d}
-		for i := 0; i < len(dirs) && i < maxPodCgroups; i++ {
-			ents, err := os.ReadDir(dirs[i])
-			if err != nil {
+	}
+	var best []PidsCgroup
+	read := 0
+	for _, pattern := range kubepodsUnderRoots {
+		dirs, _ := filepath.Glob(filepath.Join(c.root, pattern))
+		for _, d := range dirs {
+			if read == maxKubepods {
+				return best
+			}
+			out, ok := kubepodsAt(c, d)
+			if !ok {
 				continue
 			}
-			for _, e := range ents {
-				if !e.IsDir() {
-					continue
-				}
-				sub := filepath.Join(dirs[i], e.Name())
-				uid, isPod := podUID(e.Name())
-				switch {
-				case isPod:
-					cur, ok := readInt(filepath.Join(sub, "pids.current"))
-					if ok {
-						maxPids, _ := readInt(filepath.Join(sub, "pids.max"))
-						pods = append(pods, PidsCgroup{Of: "pod", PodUID: uid, Path: c.rel(sub), Current: cur, Max: maxPids})
-					}
-				case i == 0 && len(dirs) < maxPodCgroups: // burstable, besteffort
-					dirs = append(dirs, sub)
-				}
+			read++
+			if best == nil || share(out[0]) > share(best[0]) {
+				best = out
 			}
 		}
-		slices.SortFunc(pods, func(a, b PidsCgroup) int {
-			return cmp.Or(cmp.Compare(share(b), share(a)), cmp.Compare(b.Current, a.Current), cmp.Compare(a.Path, b.Path))
-		})
-		return append(out, pods[:min(len(pods), podsShown)]...)
+		if best != nil {
+			return best
+		}
 	}
 	return nil
+}
+
+// kubepodsAt reads the kubepods cgroup d, and the pods below it nearest
+// their limit or holding the most; false when d has no pids.current.
+func kubepodsAt(c cgroupFS, d string) ([]PidsCgroup, bool) {
+	cur, ok := readInt(filepath.Join(d, "pids.current"))
+	if !ok {
+		return nil, false
+	}
+	maxPids, _ := readInt(filepath.Join(d, "pids.max"))
+	out := []PidsCgroup{{Of: "kubepods", Path: c.rel(d), Current: cur, Max: maxPids}}
+	var pods []PidsCgroup
+	dirs := []string{d}
+	for i := 0; i < len(dirs) && i < maxPodCgroups; i++ {
+		ents, err := os.ReadDir(dirs[i])
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			sub := filepath.Join(dirs[i], e.Name())
+			uid, isPod := podUID(e.Name())
+			switch {
+			case isPod:
+				cur, ok := readInt(filepath.Join(sub, "pids.current"))
+				if ok {
+					maxPids, _ := readInt(filepath.Join(sub, "pids.max"))
+					pods = append(pods, PidsCgroup{Of: "pod", PodUID: uid, Path: c.rel(sub), Current: cur, Max: maxPids})
+				}
+			case i == 0 && len(dirs) < maxPodCgroups: // burstable, besteffort
+				dirs = append(dirs, sub)
+			}
+		}
+	}
+	slices.SortFunc(pods, func(a, b PidsCgroup) int {
+		return cmp.Or(cmp.Compare(share(b), share(a)), cmp.Compare(b.Current, a.Current), cmp.Compare(a.Path, b.Path))
+	})
+	return append(out, pods[:min(len(pods), podsShown)]...), true
 }
 
 // share is how near a cgroup is to its PID limit, 0 without one.

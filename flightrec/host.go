@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -107,13 +108,19 @@ func parseMeminfo(s string) map[string]int64 {
 
 // mountPoints reads the mount points of pid 1's mount namespace (the
 // host's, on a host or with hostPID; the pod's own otherwise, where pid 1
-// is pleg) and the prefix under which to stat them (/proc/1/root), or,
-// without access to pid 1, pleg's own and "". At most maxMounts.
+// is pleg) and the prefix under which to stat them: /proc/1/root, or ""
+// where pleg shares pid 1's mount namespace. Where pid 1's mounts or its
+// root cannot be read, pleg's own mounts, under "": a statfs through a
+// root the kernel denies fails at once, and a hung mount would pass for
+// one that answers. At most maxMounts.
 func (p Proc) mountPoints() (mounts []string, prefix string, err error) {
 	b, err := readCapped(p.path("1", "mountinfo"), 4<<20)
 	prefix = p.path("1", "root")
-	if err != nil {
+	switch {
+	case err != nil || !p.canEnterRoot("1"):
 		b, err = readCapped(p.path("self", "mountinfo"), 4<<20)
+		prefix = ""
+	case p.sharesMountNamespace("1"):
 		prefix = ""
 	}
 	if err != nil {
@@ -138,6 +145,24 @@ func (p Proc) mountPoints() (mounts []string, prefix string, err error) {
 		}
 	}
 	return mounts, prefix, nil
+}
+
+// canEnterRoot tells whether the root of process pid can be entered:
+// not where the kernel denies it (another user namespace's pid 1).
+func (p Proc) canEnterRoot(pid string) bool {
+	_, err := os.Stat(p.path(pid, "root") + "/")
+	return err == nil
+}
+
+// sharesMountNamespace tells whether the process pid is in this
+// process's mount namespace.
+func (p Proc) sharesMountNamespace(pid string) bool {
+	theirs, err := os.Readlink(p.path(pid, "ns", "mnt"))
+	if err != nil {
+		return false
+	}
+	ours, err := os.Readlink(p.path("self", "ns", "mnt"))
+	return err == nil && theirs == ours
 }
 
 // unescapeOctal undoes mountinfo's \040-style escapes.

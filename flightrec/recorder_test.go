@@ -132,6 +132,7 @@ func TestMountsOfPid1AreStatedThroughItsRoot(t *testing.T) {
 	p.process(1, 0, "systemd", "S", "/sbin/init", "", 0)
 	p.write("1/mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n40 22 0:50 / /var/lib/kubelet rw - ext4 /dev/sdb rw\n"+
 		"41 22 0:51 / /var/lib/kubelet rw - tmpfs tmpfs rw\n")
+	mkdirs(t, filepath.Join(p.root, "1", "root"))
 	mps, prefix, err := Proc{Root: p.root}.mountPoints()
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +149,54 @@ func TestMountsOfPid1AreStatedThroughItsRoot(t *testing.T) {
 	slices.Sort(stated)
 	if want := []string{prefix + "/", prefix + "/var/lib/kubelet"}; !slices.Equal(stated, want) {
 		t.Errorf("stated %q, want %q", stated, want)
+	}
+}
+
+// In pid 1's own mount namespace (pleg doctor on the host) the mounts are
+// stat'ed where they are.
+func TestMountsInPid1sNamespaceAreStatedDirectly(t *testing.T) {
+	p := newFakeProc(t)
+	p.process(1, 0, "systemd", "S", "/sbin/init", "", 0)
+	p.write("1/mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n50 22 0:60 / /mnt/fuse rw - fuse bindfs rw\n")
+	mkdirs(t, filepath.Join(p.root, "1", "root"))
+	for _, pid := range []string{"1", "self"} {
+		if err := os.MkdirAll(filepath.Join(p.root, pid, "ns"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("mnt:[4026531832]", filepath.Join(p.root, pid, "ns", "mnt")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mps, prefix, err := Proc{Root: p.root}.mountPoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(mps, []string{"/", "/mnt/fuse"}) || prefix != "" {
+		t.Fatalf("mounts %q under %q, want pid 1's under no prefix", mps, prefix)
+	}
+}
+
+// Where pid 1's root cannot be entered (a sandbox's pid 1 of another
+// user namespace), its mounts would all fail their statfs at once and pass
+// for answering: pleg's own are stat'ed instead, where they are.
+func TestMountsWithoutPid1sRootArePlegsOwn(t *testing.T) {
+	p := newFakeProc(t)
+	p.process(1, 0, "init", "S", "/init", "", 0)
+	p.write("1/mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n")
+	p.write("self/mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n50 22 0:60 / /mnt/fuse rw - fuse bindfs rw\n")
+	mps, prefix, err := Proc{Root: p.root}.mountPoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(mps, []string{"/", "/mnt/fuse"}) || prefix != "" {
+		t.Fatalf("mounts %q under %q, want pleg's own under no prefix", mps, prefix)
+	}
+}
+
+func mkdirs(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 }
 

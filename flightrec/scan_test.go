@@ -203,6 +203,25 @@ func TestCgroupV2(t *testing.T) {
 	}
 }
 
+// Kubelets with a --cgroup-root of their own (kind's nodes, several on one
+// host) put their pods' cgroups one level down: the one nearest its limit
+// is read.
+func TestKubepodsUnderACgroupRoot(t *testing.T) {
+	p := newFakeProc(t)
+	cg := fakeCgroups{t, t.TempDir()}
+	cg.write("pids/node-a/kubepods/pids.current", "50\n")
+	cg.write("pids/node-a/kubepods/pids.max", "max\n")
+	cg.write("pids/node-b/kubepods/pids.current", "199\n")
+	cg.write("pids/node-b/kubepods/pids.max", "200\n")
+	cg.write("pids/node-b/kubepods/besteffort/pod6f1d3c2a-1111-2222-3333-444455556666/pids.current", "190\n")
+	cg.write("cpu/node-b/kubepods/cpu.shares", "2\n")
+	pids := Proc{Root: p.root}.pidsState(cgroupFS{cg.root})
+	if pids == nil || len(pids.Cgroups) != 2 || pids.Cgroups[0].Path != "/pids/node-b/kubepods" || pids.Cgroups[0].Current != 199 ||
+		pids.Cgroups[0].Max != 200 || pids.Cgroups[1].PodUID != "6f1d3c2a-1111-2222-3333-444455556666" {
+		t.Errorf("kubepods %+v, want node-b's at 199 of 200 and its pod", pids)
+	}
+}
+
 // What /proc and the cgroups say is data: malformed files leave their
 // figures out, never fail the scan, never panic.
 func TestMalformed(t *testing.T) {

@@ -328,22 +328,22 @@ func (f *fault) ensureNamespace(ctx context.Context) error {
 }
 
 // pidsExhausted: PID exhaustion from a bounded fork pod without a PID
-// limit of its own. The node's pods share a PID limit, here the pids
-// controller's on the kubelet's cgroup root, set to what they use plus
-// 100: a pod that forks takes them all, and the next pod's container
-// cannot start (runc cannot fork in its cgroup). The runtime and the
-// kubelet are outside that limit, as on a node with systemReserved PIDs:
-// on a node whose pid_max runs out they fail to fork too (not brought
-// about here: pid_max is this whole machine's).
+// limit of its own. The node's pods share a PID limit, here on their
+// kubepods cgroup, where the kubelet puts what its node allocatable
+// leaves them (--system-reserved=pid=N), set to what they use plus 100: a
+// pod that forks takes them all, and the next pod's container cannot
+// start (runc cannot fork in its cgroup). The runtime and the kubelet are
+// outside that limit: on a node whose pid_max runs out they fail to fork
+// too (not brought about here: pid_max is this whole machine's).
 func pidsExhausted() *cause {
 	var limit string
 	return &cause{
 		name:     "pids-exhausted",
-		what:     "the pods' PIDs limited to their use plus 100, then a pod forks until none is left",
+		what:     "the pods' PIDs (kubepods) limited to their use plus 100, then a pod forks until none is left",
 		wait:     stayReady,
 		findings: []string{"pids-exhausted", "pod-pids-limit"},
 		fault: func(ctx context.Context, f *fault) (func() error, error) {
-			limit = filepath.Join("/sys/fs/cgroup/pids", f.node.Kubelet.CgroupRoot(), "pids.max")
+			limit = filepath.Join("/sys/fs/cgroup/pids", f.node.Kubelet.CgroupRoot(), "kubepods", "pids.max")
 			cur, err := os.ReadFile(filepath.Join(filepath.Dir(limit), "pids.current"))
 			if err != nil {
 				return nil, err
