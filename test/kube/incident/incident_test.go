@@ -41,11 +41,6 @@ const incidentsEnv = "PLEG_INCIDENTS"
 // of docs/incidents.md for them.
 func TestIncidents(t *testing.T) {
 	chosen := choose(t, os.Getenv(incidentsEnv))
-	// A run that died (a timeout, a kill) leaves its faults; lift them
-	// first: its throttled processes would not even be killed.
-	if err := sweepConfinements(); err != nil {
-		t.Fatal(err)
-	}
 	var nodes []kubetest.NodeOptions
 	for _, c := range chosen {
 		no := kubetest.NodeOptions{Name: c.node(), Kubelet: c.kubelet}
@@ -55,6 +50,13 @@ func TestIncidents(t *testing.T) {
 		nodes = append(nodes, no)
 	}
 	cl := kubetest.StartCluster(t, kubetest.ClusterOptions{Network: "10.245", BridgePrefix: "plegin", Nodes: nodes})
+	// A run that died (a timeout, a kill) leaves its faults; lift them
+	// first: its throttled processes would not even be killed. Not before
+	// the cluster has its network's lock: another run that is alive holds
+	// it, and its faults are its own.
+	if err := sweepConfinements(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	env := setUp(t, ctx, cl)
