@@ -111,7 +111,7 @@ func kubeletBehindBy(k *kubeletpleg.Reading) (string, []string) {
 	switch {
 	case !k.LastSeen.IsZero() && age >= kubeletBehind+k.Period()-time.Second:
 		return fmt.Sprintf("its PLEG was last seen active %s ago (kubelet_pleg_last_seen_seconds, read from %s); it "+
-			"turns unhealthy at %v%s", fmtSeconds(k.LastSeenAgeSeconds), k.Source, k.Threshold(),
+			"turns unhealthy at %d minutes%s", fmtSeconds(k.LastSeenAgeSeconds), k.Source, int(k.Threshold().Minutes()),
 			map[bool]string{true: " (EventedPLEG: its relist runs every 5 minutes)"}[k.Evented]), why
 	case relists.Count > 0 && secondsDuration(relists.P99Seconds) >= AlertThreshold:
 		return fmt.Sprintf("its relists take %s%s at p99, where KubeletPlegDurationHigh fires",
