@@ -530,28 +530,42 @@ func (c *cluster) operatorCommands(t *testing.T, ctx context.Context, docs *docC
 	}
 }
 
-// uninstall removes the release as docs/kubernetes.md says, and checks
-// what it leaves: the condition Unknown, as pleg says when it stops, and
-// none of the chart's objects. (helm uninstall alone deletes the
-// ServiceAccount and the role as it deletes the DaemonSet, before the
-// pods stop, and their last write is refused.)
+// uninstall removes the release as docs/kubernetes.md says, with helm
+// uninstall alone, and checks what it leaves: the condition Unknown,
+// written by the pod as it stopped (the chart's pre-delete hook stops the
+// DaemonSet before helm deletes its ServiceAccount and role), and none of
+// the chart's objects, the hook's included.
 func (c *cluster) uninstall(t *testing.T, ctx context.Context, docs *docCommands) {
-	c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "kubectl delete daemonset", "helm uninstall"), nil)
-	if err := kubetest.WaitFor(ctx, "PLEGDegraded Unknown", func() (bool, error) {
-		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		pc := condition(n, "PLEGDegraded")
-		return pc != nil && pc.Status == corev1.ConditionUnknown && pc.Reason == "PLEGStopped", nil
-	}); err != nil {
+	before, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if pc := condition(before, "PLEGDegraded"); pc == nil || pc.Status != corev1.ConditionFalse {
+		t.Fatalf("before the uninstall, PLEGDegraded is %+v, want False", pc)
+	}
+	start := time.Now()
+	c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "helm uninstall"), nil)
+	t.Logf("helm uninstall returned after %v", time.Since(start).Round(100*time.Millisecond))
+	// The hook has run when helm uninstall returns: the condition is
+	// written already.
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := condition(n, "PLEGDegraded")
+	switch {
+	case pc == nil || pc.Status != corev1.ConditionUnknown || pc.Reason != "PLEGStopped":
+		t.Fatalf("after helm uninstall, PLEGDegraded is %+v, want Unknown (PLEGStopped)", pc)
+	case !strings.HasPrefix(pc.Message, "pleg stopped at"):
+		// The hook's own words: the pod could not say it.
+		t.Errorf("the condition was written by the hook, not by the pod as it stopped: %s", pc.Message)
+	}
+	t.Logf("PLEGDegraded %s %s: %s", pc.Status, pc.Reason, pc.Message)
 	// helm uninstall returns once it asked for the deletions.
 	var left string
 	if err := kubetest.WaitFor(ctx, "no object of the release", func() (bool, error) {
 		out, err := c.tryRun(ctx, "kubectl", "get",
-			"daemonsets,pods,serviceaccounts,clusterroles,clusterrolebindings,networkpolicies,"+
+			"daemonsets,pods,jobs,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings,networkpolicies,"+
 				"validatingadmissionpolicies,validatingadmissionpolicybindings,configmaps,secrets",
 			"-A", "-l", "app.kubernetes.io/instance="+release, "-o", "name")
 		left = strings.TrimSpace(out)
@@ -563,7 +577,8 @@ func (c *cluster) uninstall(t *testing.T, ctx context.Context, docs *docCommands
 
 // deployApplies applies deploy/ as the README says, without Helm, on the
 // cluster the release was uninstalled from: every object is created and
-// the DaemonSet schedules its pod here. Then deploy/ is deleted.
+// the DaemonSet schedules its pod here. Then it is deleted as
+// docs/kubernetes.md says without Helm.
 func (c *cluster) deployApplies(t *testing.T, ctx context.Context, docs *docCommands) {
 	t.Cleanup(func() {
 		if _, err := c.tryRun(context.Background(), "kubectl", "delete", "-f", filepath.Join(repoRoot(), "deploy"),
@@ -585,4 +600,14 @@ func (c *cluster) deployApplies(t *testing.T, ctx context.Context, docs *docComm
 		t.Fatal(err)
 	}
 	t.Logf("kubectl apply -f deploy/:\n%s", out)
+
+	// Removed as docs/kubernetes.md says without Helm: the DaemonSet
+	// first, in the foreground, then the rest; nothing of deploy/ stays.
+	start := time.Now()
+	out = c.shell(t, ctx, "", docs.take(t, "docs/kubernetes.md", "kubectl delete -f deploy/"), nil)
+	t.Logf("kubectl delete of deploy/ took %v:\n%s", time.Since(start).Round(100*time.Millisecond), out)
+	left, err := c.tryRun(ctx, "kubectl", "get", "-f", filepath.Join(repoRoot(), "deploy"), "--ignore-not-found", "-o", "name")
+	if err != nil || strings.TrimSpace(left) != "" {
+		t.Errorf("after kubectl delete of deploy/, left: %q (%v)", left, err)
+	}
 }
