@@ -34,6 +34,8 @@ const (
 // builds it.
 type image struct {
 	ref string
+	// chart is the chart's directory; empty: this checkout's.
+	chart string
 }
 
 // imageAsDocumented builds the image and imports it into the node's
@@ -69,7 +71,11 @@ func (in install) socket() string { return filepath.Join(in.apiDir, "pleg.sock")
 func (c *cluster) helmInstall(t *testing.T, ctx context.Context, verb string, img image, in install, extra ...string) {
 	t.Helper()
 	repo, tag, _ := strings.Cut(img.ref, ":")
-	args := []string{verb, release, filepath.Join(repoRoot(), "charts", "pleg"), "--namespace", namespace,
+	chart := img.chart
+	if chart == "" {
+		chart = filepath.Join(repoRoot(), "charts", "pleg")
+	}
+	args := []string{verb, release, chart, "--namespace", namespace,
 		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag,
 		"--set", "runtime.socket=" + strings.TrimPrefix(c.runtime.Endpoint, "unix://"),
 		"--set", "stateDir.hostPath=" + in.stateDir, "--set", "apiSocket.hostPath=" + in.apiDir,
