@@ -144,13 +144,19 @@ func Uninstall(ctx context.Context, c UninstallClient, o UninstallOptions) (Unin
 			"pods", res.Left, "wait", o.Wait)
 	}
 
+	return res, markNodes(ctx, c.CoreV1().Nodes(), o, &res)
+}
+
+// markNodes writes the condition Unknown on res.Nodes where the pods did
+// not, and notes which.
+func markNodes(ctx context.Context, nodes corev1client.NodeInterface, o UninstallOptions, res *UninstallResult) error {
 	for _, name := range res.Nodes {
-		st, err := markStopped(ctx, c.CoreV1().Nodes(), name, o.Now())
+		st, err := markStopped(ctx, nodes, name, o.Now())
 		switch {
 		case apierrors.IsNotFound(err):
 			continue // the node is gone, and its condition with it
 		case err != nil:
-			return res, fmt.Errorf("node %s: %w", name, err)
+			return fmt.Errorf("node %s: %w", name, err)
 		case st == saidStopped:
 			res.SaidStopped = append(res.SaidStopped, name)
 		case st == marked:
@@ -158,7 +164,7 @@ func Uninstall(ctx context.Context, c UninstallClient, o UninstallOptions) (Unin
 			o.Log.Info("Set pleg's node condition Unknown for a pod that did not", "node", name)
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // waitPodsGone polls pods until none is left or o.Wait is over, and
