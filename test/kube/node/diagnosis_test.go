@@ -94,7 +94,7 @@ func (c *cluster) diagnosisWithTheRuntimeStopped(t *testing.T, ctx context.Conte
 			return false, err
 		}
 		if err := json.Unmarshal([]byte(out), &recs); err != nil {
-			return false, fmt.Errorf("%v: %s", err, out)
+			return false, fmt.Errorf("%w: %s", err, out)
 		}
 		for _, r := range recs.Recordings {
 			if !r.Time.Before(stopped) {

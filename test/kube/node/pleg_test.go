@@ -121,6 +121,9 @@ type follower struct {
 	events []api.Event
 	cancel context.CancelFunc
 	done   chan error
+	// opened is closed when a stream first opens (or an event comes).
+	opened     chan struct{}
+	openedOnce sync.Once
 }
 
 func follow(t *testing.T, socket string) *follower {
@@ -130,9 +133,11 @@ func follow(t *testing.T, socket string) *follower {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &follower{cancel: cancel, done: make(chan error, 1)}
+	f := &follower{cancel: cancel, done: make(chan error, 1), opened: make(chan struct{})}
+	open := func() { f.openedOnce.Do(func() { close(f.opened) }) }
 	go func() {
-		f.done <- cl.Follow(ctx, client.FollowOptions{}, func(ev api.Event) error {
+		f.done <- cl.Follow(ctx, client.FollowOptions{Connected: open}, func(ev api.Event) error {
+			open()
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.events = append(f.events, ev)
@@ -141,6 +146,17 @@ func follow(t *testing.T, socket string) *follower {
 	}()
 	t.Cleanup(f.stop)
 	return f
+}
+
+// waitOpened waits until the follower's first stream opened: a follower
+// started before the daemon answers gets what happens from then on.
+func (f *follower) waitOpened(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-f.opened:
+	case <-ctx.Done():
+		t.Fatalf("the follower's stream never opened: %v", ctx.Err())
+	}
 }
 
 func (f *follower) stop() {

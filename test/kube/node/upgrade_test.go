@@ -129,7 +129,17 @@ func (c *cluster) installPrevious(t *testing.T, ctx context.Context, prev image,
 	if ready, _ := podReady(p); !ready || p.Spec.Containers[0].Image != prev.ref {
 		t.Fatalf("pod %s: ready %v, image %s; want the previous release's %s Ready", p.Name, ready, p.Spec.Containers[0].Image, prev.ref)
 	}
-	t.Logf("the previous release (%s) Ready %v after helm install began", prev.ref, time.Since(start).Round(time.Second))
+	// The previous pleg's stream opened for the follower, and its
+	// condition written: what the upgrade must keep.
+	f.waitOpened(t, ctx)
+	if err := c.WaitNode(ctx, nodeName, "the previous release's PLEGDegraded False", func(n *corev1.Node) bool {
+		pc := condition(n, "PLEGDegraded")
+		return pc != nil && pc.Status == corev1.ConditionFalse
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the previous release (%s) Ready and its condition False %v after helm install began", prev.ref,
+		time.Since(start).Round(time.Second))
 	c.workNamespace(t, ctx)
 	before, err := c.cs.CoreV1().Pods(work).Create(ctx, testPod("before", corev1.RestartPolicyNever, "exit", "0", "1s"),
 		metav1.CreateOptions{})
