@@ -141,7 +141,7 @@ func checkRelease(o releaseOptions) error {
 		AppVersion string `json:"appVersion"`
 	}
 	if err := yaml.Unmarshal(b, &chart); err != nil {
-		return fmt.Errorf("Chart.yaml: %w", err)
+		return fmt.Errorf("charts/pleg/Chart.yaml: %w", err)
 	}
 	if chart.Version != version || chart.AppVersion != o.Tag {
 		return fmt.Errorf("charts/pleg/Chart.yaml has version %s and appVersion %s: want %s and %s",

@@ -37,10 +37,11 @@ import (
 // ECDSA P-256 over its SHA-256, the signature in an annotation of the
 // payload's layer, in an image tagged sha256-<hex>.sig beside the signed
 // one. No transparency log entry: verify with --insecure-ignore-tlog.
+const simpleSigningMediaType types.MediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
+
 const (
-	simpleSigningMediaType types.MediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
-	signatureAnnotation                    = "dev.cosignproject.cosign/signature"
-	signatureType                          = "cosign container image signature"
+	signatureAnnotation = "dev.cosignproject.cosign/signature"
+	signatureType       = "cosign container image signature"
 )
 
 // simpleSigning is the payload a signature signs.
@@ -152,7 +153,8 @@ func verify(ctx context.Context, ref name.Digest, keyFile string, keychain authn
 	if err != nil {
 		return 0, err
 	}
-	img, err := remote.Image(signatureTag(ref.Context(), digest), remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain))
+	img, err := remote.Image(signatureTag(ref.Context(), digest),
+		remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain))
 	if err != nil {
 		return 0, fmt.Errorf("no signature of %s: %w", ref, err)
 	}
@@ -168,7 +170,8 @@ func verify(ctx context.Context, ref name.Digest, keyFile string, keychain authn
 		}
 		errs = append(errs, err)
 	}
-	return len(mf.Layers), fmt.Errorf("no signature of %s by that key among %d: %w", ref, len(mf.Layers), errors.Join(errs...))
+	return len(mf.Layers), fmt.Errorf("no signature of %s by that key among %d: %w",
+		ref, len(mf.Layers), errors.Join(errs...))
 }
 
 // checkSignature checks one layer of a signature image.
@@ -178,7 +181,7 @@ func checkSignature(img v1.Image, d v1.Descriptor, pub *ecdsa.PublicKey, ref nam
 	}
 	sig, err := base64.StdEncoding.DecodeString(d.Annotations[signatureAnnotation])
 	if err != nil || len(sig) == 0 {
-		return fmt.Errorf("layer %s: no signature annotation (%v)", d.Digest, err)
+		return fmt.Errorf("layer %s: no signature annotation (%w)", d.Digest, err)
 	}
 	l, err := img.LayerByDigest(d.Digest)
 	if err != nil {
