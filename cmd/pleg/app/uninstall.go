@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -62,7 +63,7 @@ pods, and get nodes and patch nodes/status.`,
 			}
 			cfg.UserAgent = "pleg/" + version.Get().Version + " (uninstall)"
 			cfg.Timeout = 30 * time.Second
-			client, err := kubernetes.NewForConfig(cfg)
+			client, err := newUninstallClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -105,4 +106,27 @@ func uninstallConfig(kubeconfig string, inCluster bool) (*rest.Config, error) {
 		return nil, fmt.Errorf("no --kubeconfig, and not in a pod: %w", err)
 	}
 	return cfg, nil
+}
+
+// uninstallClient is the two API groups pleg uninstall calls. Not
+// client-go's whole clientset: its constructor links every group's
+// client, 9 MB of the binary.
+type uninstallClient struct {
+	apps appsv1client.AppsV1Interface
+	core corev1client.CoreV1Interface
+}
+
+func (c uninstallClient) AppsV1() appsv1client.AppsV1Interface { return c.apps }
+func (c uninstallClient) CoreV1() corev1client.CoreV1Interface { return c.core }
+
+func newUninstallClient(cfg *rest.Config) (uninstallClient, error) {
+	apps, err := appsv1client.NewForConfig(cfg)
+	if err != nil {
+		return uninstallClient{}, err
+	}
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return uninstallClient{}, err
+	}
+	return uninstallClient{apps: apps, core: core}, nil
 }
