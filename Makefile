@@ -16,7 +16,7 @@ LONG_BENCH = IdleCPU|DaemonRSS|ListContainers30k|Relist10k|SeedNodeChangedPods|R
 FUZZTIME ?= 10s
 CI_FUZZTIME ?= 3000x
 
-.PHONY: build kubectl-pleg image test test-matrix check vet lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim incidents help
+.PHONY: build kubectl-pleg image release test test-matrix check vet lint test-stress bench bench-long fuzz demo generate fleet kubelet-on-sim incidents help
 
 # make alone runs make test, as it did when test was merely the first
 # target: help is listed last and does not take its place.
@@ -100,6 +100,21 @@ image:
 	cd $(IMAGE_MODULE) && $(GO) run . build -go '$(GO)' -src '$(CURDIR)' -out '$(abspath $(IMAGE_DIR))' \
 	  -repo '$(IMAGE_REPO)' -tag '$(IMAGE_TAG)' -platforms '$(IMAGE_PLATFORMS)' \
 	  -version '$(VERSION)' -revision '$(REVISION)' -created '$(SOURCE_DATE_EPOCH)'
+
+## release: what a tag's workflow runs (.github/workflows/release.yml):
+## make image, then hack/image release: checks that VERSION is a release
+## the chart and CHANGELOG.md name, pushes the image (IMAGE_REPO) with its
+## SBOM attached and the chart (CHART_REPO, with HELM), and signs both as
+## cosign does with SIGNING_KEY (an ECDSA P-256 key, PKCS#8 PEM); the
+## public key is written to _output/chart/cosign.pub. RELEASE_FLAGS adds
+## flags (-plain-http for a registry on loopback).
+CHART_REPO ?= oci://ghcr.io/plegkit/charts
+SIGNING_KEY ?=
+HELM ?= helm
+RELEASE_FLAGS ?=
+release: image
+	cd $(IMAGE_MODULE) && $(GO) run . release -src '$(CURDIR)' -dir '$(abspath $(IMAGE_DIR))' -tag '$(VERSION)' \
+	  -chart-repo '$(CHART_REPO)' -key '$(abspath $(SIGNING_KEY))' -helm '$(HELM)' -out '$(CURDIR)/_output/chart' $(RELEASE_FLAGS)
 
 ## check: make vet, then make lint
 check: vet lint

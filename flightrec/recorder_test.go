@@ -69,6 +69,24 @@ func TestRuntimeFoundByNameWithoutSocket(t *testing.T) {
 	}
 }
 
+// In a pod, the socket's owner cannot be read (another network
+// namespace, no capabilities): among several runtimes of the name, the
+// one whose command line names the socket is the node's, not the first.
+func TestRuntimeFoundByCommandLine(t *testing.T) {
+	p := newFakeProc(t)
+	p.write("net/unix", "Num       RefCount Protocol Flags    Type St Inode Path\n")
+	p.process(100, 1, "containerd", "S", "/usr/bin/containerd\x00--address\x00/tmp/a/c.sock", "", 0)
+	p.process(200, 1, "containerd", "T", "/usr/bin/containerd\x00--config\x00/tmp/b/config.toml\x00--address\x00/tmp/b/c.sock",
+		"do_signal_stop", 0)
+	got, err := Proc{Root: p.root}.scan(t.Context(), scanOptions{socket: "/tmp/b/c.sock", perProcess: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.FoundBy != "command line" || got.pidOf("runtime") != 200 {
+		t.Errorf("found the runtime %d by %q, want 200 by its command line", got.pidOf("runtime"), got.FoundBy)
+	}
+}
+
 func TestHostState(t *testing.T) {
 	p := newFakeProc(t)
 	h := Proc{Root: p.root}.hostState()

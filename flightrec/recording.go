@@ -182,7 +182,8 @@ type RuntimeState struct {
 // and every process in D or T at both of the probe's looks.
 type Processes struct {
 	// FoundBy tells how the runtime's process was found: "socket" (the
-	// owner of its socket), "name", or "" when it was not.
+	// owner of its socket), "command line" (a runtime's that names the
+	// socket), "name", or "" when it was not.
 	FoundBy string `json:"foundBy,omitempty"`
 	// HostView tells the probe saw the host's processes (pid 2 is the
 	// kernel's kthreadd): a process it did not find is not running. In

@@ -489,8 +489,14 @@ func shimIdentity(comm string, args []string) (id, name string) {
 }
 
 // findRuntime finds the runtime's process: the one found before if it
-// still runs a runtime, else the owner of the socket, else the first by
-// name; 0 if none. It tells out how.
+// still runs a runtime, else the owner of the socket, else the one by
+// name whose command line names the socket (containerd --address, crio
+// --listen), else the first by name; 0 if none. It tells out how. The
+// socket's owner is found only where its socket shows in this network
+// namespace and its descriptors can be read: in a pod, whose network
+// is its own and whose capabilities are dropped, neither holds, and a
+// node that runs several runtimes (a test's, a kind cluster's) would
+// otherwise get the first by name.
 func (p Proc) findRuntime(o scanOptions, pids []int, stats map[int]stat, out *Processes) int {
 	if st, ok := stats[o.runtimePid]; ok && slices.Contains(runtimeNames, st.comm) {
 		out.FoundBy = o.foundBy
@@ -500,6 +506,15 @@ func (p Proc) findRuntime(o scanOptions, pids []int, stats map[int]stat, out *Pr
 		if ino := p.socketInode(o.socket); ino != 0 {
 			if pid := p.socketOwner(pids, ino); pid != 0 {
 				out.FoundBy = "socket"
+				return pid
+			}
+		}
+	}
+	if o.socket != "" {
+		for _, pid := range pids {
+			if slices.Contains(runtimeNames, stats[pid].comm) &&
+				strings.Contains(o.cmdlines.get(p, pid, stats[pid].startTick, o.perProcess), o.socket) {
+				out.FoundBy = "command line"
 				return pid
 			}
 		}

@@ -36,12 +36,17 @@ func (j *Journal) open() {
 	var dmg *damage
 	switch {
 	case errors.As(err, &dmg) && lockErr == nil:
-		reason := OutcomeCorrupt
 		if errors.Is(dmg, errNewer) {
-			reason = OutcomeNewer
+			// A downgrade: nothing of the store is read, and nothing of it
+			// is deleted either.
+			j.setAside(lock, OutcomeNewer, dmg, fmt.Sprintf("The journal's store was written by a newer pleg, "+
+				"whose format this one cannot read (it reads format versions 1 to %d): it was moved aside, whole and "+
+				"unread, and a new one starts. Clients resuming from an earlier number get a gap, and every running "+
+				"container is reported again", formatVersion))
+			return
 		}
-		j.setAside(lock, reason, dmg, "The journal's store could not be trusted; it was moved aside and a new one "+
-			"starts. Clients resuming from an earlier number get a gap, and every running container is reported again")
+		j.setAside(lock, OutcomeCorrupt, dmg, "The journal's store could not be trusted; it was moved aside and a new "+
+			"one starts. Clients resuming from an earlier number get a gap, and every running container is reported again")
 		return
 	case err != nil:
 		if lock != nil {

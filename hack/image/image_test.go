@@ -255,6 +255,13 @@ func checkBinary(t *testing.T, exe []byte, arch string) {
 			t.Errorf("ELF has a %v program header: not static", p.Type)
 		}
 	}
+	// Stripped (-s -w): no symbol table, no DWARF; the build information
+	// below stays.
+	for _, s := range f.Sections {
+		if s.Name == ".symtab" || strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
+			t.Errorf("ELF section %s: the binary is not stripped", s.Name)
+		}
+	}
 	bi, err := buildinfo.Read(bytes.NewReader(exe))
 	if err != nil {
 		t.Fatal(err)

@@ -56,30 +56,40 @@ func parsePushFlags(args []string) (pushOptions, error) {
 // referrers API lists it there, and for one without, go-containerregistry
 // keeps the referrers tag (sha256-<digest>) up to date.
 func push(ctx context.Context, o pushOptions, logf func(string, ...any)) error {
+	pushed, err := pushImage(ctx, o, logf)
+	if err != nil {
+		return err
+	}
+	fmt.Println(pushed)
+	return nil
+}
+
+// pushImage is push, returning the index pushed, by digest.
+func pushImage(ctx context.Context, o pushOptions, logf func(string, ...any)) (name.Digest, error) {
 	if o.Ref == "" {
 		b, err := os.ReadFile(filepath.Join(o.Dir, refFile))
 		if err != nil {
-			return fmt.Errorf("no -ref, and no ref file from `make image`: %w", err)
+			return name.Digest{}, fmt.Errorf("no -ref, and no ref file from `make image`: %w", err)
 		}
 		o.Ref = strings.TrimSpace(string(b))
 	}
 	ref, err := name.NewTag(o.Ref)
 	if err != nil {
-		return fmt.Errorf("-ref %q: %w", o.Ref, err)
+		return name.Digest{}, fmt.Errorf("-ref %q: %w", o.Ref, err)
 	}
 	idx, desc, err := readLayoutIndex(filepath.Join(o.Dir, layoutDir))
 	if err != nil {
-		return err
+		return name.Digest{}, err
 	}
 	sbom, err := os.ReadFile(filepath.Join(o.Dir, sbomFile))
 	if err != nil {
-		return err
+		return name.Digest{}, err
 	}
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(o.Keychain)}
 
 	logf("pushing %s@%s", ref, desc.Digest)
 	if err := remote.WriteIndex(ref, idx, ropts...); err != nil {
-		return fmt.Errorf("pushing the index to %s: %w", ref, err)
+		return name.Digest{}, fmt.Errorf("pushing the index to %s: %w", ref, err)
 	}
 	subject := v1.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}
 	created := ""
@@ -88,23 +98,22 @@ func push(ctx context.Context, o pushOptions, logf func(string, ...any)) error {
 	}
 	raw, blobs, err := sbomArtifact(sbom, subject, created)
 	if err != nil {
-		return err
+		return name.Digest{}, err
 	}
 	for _, b := range blobs {
 		if err := remote.WriteLayer(ref.Context(), b, ropts...); err != nil {
-			return fmt.Errorf("pushing the SBOM's blobs: %w", err)
+			return name.Digest{}, fmt.Errorf("pushing the SBOM's blobs: %w", err)
 		}
 	}
 	h, _, err := v1.SHA256(bytes.NewReader(raw.raw))
 	if err != nil {
-		return err
+		return name.Digest{}, err
 	}
 	if err := remote.Put(ref.Context().Digest(h.String()), raw, ropts...); err != nil {
-		return fmt.Errorf("pushing the SBOM's manifest: %w", err)
+		return name.Digest{}, fmt.Errorf("pushing the SBOM's manifest: %w", err)
 	}
 	logf("SBOM %s@%s refers to %s", ref.Context(), h, desc.Digest)
-	fmt.Printf("%s@%s\n", ref.Context(), desc.Digest)
-	return nil
+	return ref.Context().Digest(desc.Digest.String()), nil
 }
 
 // readLayoutIndex reads the one index that `image build` puts in an OCI

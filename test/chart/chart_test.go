@@ -125,6 +125,14 @@ func TestDeployIsTheChartRendered(t *testing.T) {
 		}
 	}
 	for template, content := range r.files {
+		if isHook(r, template) {
+			// Only helm runs hooks: kubectl apply -f deploy/ would run
+			// the uninstall hook's Job at once.
+			if _, err := os.Stat(filepath.Join(deployDir, template)); err == nil {
+				t.Errorf("deploy/%s holds helm hooks, which kubectl apply would run", template)
+			}
+			continue
+		}
 		checkGolden(t, filepath.Join(deployDir, template), plainManifest(template, content))
 	}
 	rules, err := ruleFile(nil)
@@ -132,6 +140,21 @@ func TestDeployIsTheChartRendered(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGolden(t, filepath.Join(deployDir, "prometheus", "prometheus-rules.yaml"), rules)
+}
+
+// isHook reports whether every object of a rendered template is a helm
+// hook.
+func isHook(r rendered, template string) bool {
+	objs, err := parseObjects([]byte(r.files[template]))
+	if err != nil || len(objs) == 0 {
+		return false
+	}
+	for _, o := range objs {
+		if o.GetAnnotations()["helm.sh/hook"] == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // ruleFile is the PrometheusRule's spec as a rule file, rendered for

@@ -17,6 +17,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -79,8 +80,10 @@ func valueSets(t *testing.T) []valueSet {
 	}
 }
 
-// render is a render of the chart: the objects it holds.
-type render struct{ objects []*unstructured.Unstructured }
+// render is a render of the chart: the objects it holds, and apart from
+// them its helm hooks (the uninstall hook), which only helm creates, and
+// only as it uninstalls.
+type render struct{ objects, hooks []*unstructured.Unstructured }
 
 func readRender(t *testing.T, name string) render {
 	t.Helper()
@@ -94,7 +97,11 @@ func readRender(t *testing.T, name string) render {
 		if err := yaml.Unmarshal(doc, &obj); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if u := (&unstructured.Unstructured{Object: obj}); u.GetKind() != "" {
+		switch u := (&unstructured.Unstructured{Object: obj}); {
+		case u.GetKind() == "":
+		case u.GetAnnotations()["helm.sh/hook"] != "":
+			r.hooks = append(r.hooks, u)
+		default:
 			r.objects = append(r.objects, u)
 		}
 	}
@@ -144,8 +151,9 @@ func TestChartInstalls(t *testing.T) {
 			r := readRender(t, vs.name)
 			t.Logf("%s: %d objects: %s", vs.name, len(r.objects), kinds(r.objects))
 			ensureNamespace(t, cs, vs.namespace)
-			dryRunApply(t, cs, dyn, r.objects)
+			dryRunApply(t, cs, dyn, slices.Concat(r.objects, r.hooks))
 			checkInstall(t, vs, r)
+			checkUninstallHook(t, vs, r)
 		})
 	}
 }
@@ -412,6 +420,73 @@ func checkReporting(t *testing.T, vs valueSet, r render, pod corev1.PodSpec, c c
 		t.Errorf("the pods run as %s, the chart's ServiceAccount is %s", pod.ServiceAccountName, sa.Name)
 	}
 	checkAdmissionPolicies(t, r, sa)
+}
+
+// checkUninstallHook: with reporting, helm uninstall's pre-delete hook is
+// a Job running the image's pleg uninstall on this DaemonSet, as a
+// ServiceAccount of its own that may delete this DaemonSet alone and
+// touch nodes' status alone, and its pod is none of the DaemonSet's;
+// every object of it is deleted once it succeeded.
+func checkUninstallHook(t *testing.T, vs valueSet, r render) {
+	if !vs.report {
+		if len(r.hooks) != 0 {
+			t.Errorf("hooks without reporting: %s", kinds(r.hooks))
+		}
+		return
+	}
+	hooks := render{objects: r.hooks}
+	for _, h := range r.hooks {
+		a := h.GetAnnotations()
+		if a["helm.sh/hook"] != "pre-delete" || a["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+			t.Errorf("hook %s %s: annotations %v", h.GetKind(), h.GetName(), a)
+		}
+	}
+	ds := into[appsv1.DaemonSet](t, one(t, r, "DaemonSet"))
+	job := into[batchv1.Job](t, one(t, hooks, "Job"))
+	sa := into[corev1.ServiceAccount](t, one(t, hooks, "ServiceAccount"))
+	pod := job.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != ds.Spec.Template.Spec.Containers[0].Image || pod.ServiceAccountName != sa.Name || sa.Namespace != vs.namespace {
+		t.Errorf("the hook runs %s as %s/%s: want the DaemonSet's image as its own ServiceAccount", c.Image, sa.Namespace, pod.ServiceAccountName)
+	}
+	if want := []string{"uninstall", "--in-cluster", "--namespace=" + vs.namespace, "--daemonset=" + ds.Name}; !slices.Equal(c.Args[:4], want) {
+		t.Errorf("the hook's args %v, want %v first", c.Args, want)
+	}
+	if selects(ds.Spec.Selector.MatchLabels, job.Spec.Template.Labels) {
+		t.Errorf("the DaemonSet's selector %v selects the hook's pod %v", ds.Spec.Selector.MatchLabels, job.Spec.Template.Labels)
+	}
+	role := into[rbacv1.Role](t, one(t, hooks, "Role"))
+	wantRole := []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{ds.Name}, Verbs: []string{"get", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+	}
+	if fmt.Sprint(role.Rules) != fmt.Sprint(wantRole) {
+		t.Errorf("the hook's Role %v, want exactly %v", role.Rules, wantRole)
+	}
+	cluster := into[rbacv1.ClusterRole](t, one(t, hooks, "ClusterRole"))
+	wantCluster := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
+	}
+	if fmt.Sprint(cluster.Rules) != fmt.Sprint(wantCluster) {
+		t.Errorf("the hook's ClusterRole %v, want exactly %v", cluster.Rules, wantCluster)
+	}
+	for _, kind := range []string{"RoleBinding", "ClusterRoleBinding"} {
+		b := into[rbacv1.RoleBinding](t, one(t, hooks, kind))
+		if len(b.Subjects) != 1 || b.Subjects[0].Name != sa.Name || b.Subjects[0].Namespace != sa.Namespace {
+			t.Errorf("%s %s binds %v, want the hook's ServiceAccount", kind, b.Name, b.Subjects)
+		}
+	}
+}
+
+// selects reports whether a selector's labels all hold on labels.
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // checkAdmissionPolicies: the policies that hold each pod's token to its

@@ -114,6 +114,7 @@ events, keeps a pod status cache and reports its health.`,
 		newSimCommand(g),
 		newVersionCommand(g),
 		newInstallCommand(g),
+		newUninstallCommand(g),
 	)
 	return root
 }

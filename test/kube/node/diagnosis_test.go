@@ -78,20 +78,34 @@ func (c *cluster) diagnosisWithTheRuntimeStopped(t *testing.T, ctx context.Conte
 	defer thaw()
 	t.Cleanup(thaw) // whatever happens, even a Fatal in a helper
 
-	// The recorder sees containerd stopped (T) on two looks 5 s apart.
+	// The recorder sees containerd stopped (T) on two looks 5 s apart. The
+	// state directory keeps the recordings of the steps before (the
+	// frozen runtime's): the one wanted began after the stop.
 	var recs struct {
-		Recordings []struct{ Name string } `json:"recordings"`
+		Recordings []struct {
+			Name string    `json:"name"`
+			Time time.Time `json:"time"`
+		} `json:"recordings"`
 	}
-	if err := kubetest.WaitFor(ctx, "a flight recording, through the API server", func() (bool, error) {
+	var rec string
+	if err := kubetest.WaitFor(ctx, "a flight recording of the stop, through the API server", func() (bool, error) {
 		out, err := c.tryRun(ctx, c.plugin, "recordings", nodeName, "-n", namespace, "-o", "json")
 		if err != nil {
 			return false, err
 		}
-		return json.Unmarshal([]byte(out), &recs) == nil && len(recs.Recordings) > 0, fmt.Errorf("%s", out)
+		if err := json.Unmarshal([]byte(out), &recs); err != nil {
+			return false, fmt.Errorf("%w: %s", err, out)
+		}
+		for _, r := range recs.Recordings {
+			if !r.Time.Before(stopped) {
+				rec = r.Name
+			}
+		}
+		return rec != "", fmt.Errorf("%s", out)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("recording %s listed through the API server %v after containerd stopped", recs.Recordings[0].Name,
+	t.Logf("recording %s listed through the API server %v after containerd stopped", rec,
 		time.Since(stopped).Round(100*time.Millisecond))
 
 	// The runbook's commands from a workstation, as written.

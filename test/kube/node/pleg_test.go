@@ -34,6 +34,8 @@ const (
 // builds it.
 type image struct {
 	ref string
+	// chart is the chart's directory; empty: this checkout's.
+	chart string
 }
 
 // imageAsDocumented builds the image and imports it into the node's
@@ -69,7 +71,11 @@ func (in install) socket() string { return filepath.Join(in.apiDir, "pleg.sock")
 func (c *cluster) helmInstall(t *testing.T, ctx context.Context, verb string, img image, in install, extra ...string) {
 	t.Helper()
 	repo, tag, _ := strings.Cut(img.ref, ":")
-	args := []string{verb, release, filepath.Join(repoRoot(), "charts", "pleg"), "--namespace", namespace,
+	chart := img.chart
+	if chart == "" {
+		chart = filepath.Join(repoRoot(), "charts", "pleg")
+	}
+	args := []string{verb, release, chart, "--namespace", namespace,
 		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag,
 		"--set", "runtime.socket=" + strings.TrimPrefix(c.runtime.Endpoint, "unix://"),
 		"--set", "stateDir.hostPath=" + in.stateDir, "--set", "apiSocket.hostPath=" + in.apiDir,
@@ -115,6 +121,9 @@ type follower struct {
 	events []api.Event
 	cancel context.CancelFunc
 	done   chan error
+	// opened is closed when a stream first opens (or an event comes).
+	opened     chan struct{}
+	openedOnce sync.Once
 }
 
 func follow(t *testing.T, socket string) *follower {
@@ -124,9 +133,11 @@ func follow(t *testing.T, socket string) *follower {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &follower{cancel: cancel, done: make(chan error, 1)}
+	f := &follower{cancel: cancel, done: make(chan error, 1), opened: make(chan struct{})}
+	open := func() { f.openedOnce.Do(func() { close(f.opened) }) }
 	go func() {
-		f.done <- cl.Follow(ctx, client.FollowOptions{}, func(ev api.Event) error {
+		f.done <- cl.Follow(ctx, client.FollowOptions{Connected: open}, func(ev api.Event) error {
+			open()
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.events = append(f.events, ev)
@@ -135,6 +146,17 @@ func follow(t *testing.T, socket string) *follower {
 	}()
 	t.Cleanup(f.stop)
 	return f
+}
+
+// waitOpened waits until the follower's first stream opened: a follower
+// started before the daemon answers gets what happens from then on.
+func (f *follower) waitOpened(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-f.opened:
+	case <-ctx.Done():
+		t.Fatalf("the follower's stream never opened: %v", ctx.Err())
+	}
 }
 
 func (f *follower) stop() {
