@@ -114,7 +114,8 @@ func (o *recordingsFlags) run(g *global, name string) error {
 		}
 		out = g.stderr
 	default:
-		if err := safefile.Write(o.htmlFile, 0o644, func(w io.Writer) error { return render.RecordingHTML(w, v) }); err != nil {
+		page := func(w io.Writer) error { return render.RecordingHTML(w, v) }
+		if err := safefile.Write(o.htmlFile, 0o644, page); err != nil {
 			return fmt.Errorf("--html: %w", err)
 		}
 	}
