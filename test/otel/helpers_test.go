@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -70,14 +71,45 @@ func require(t testing.TB) {
 	t.Skipf("skipping, no collector or pleg (set CI=true to make this a failure): %v", bins.err)
 }
 
+// freePort returns a port of 127.0.0.1 that is free now.
+//
+// The port is below the kernel's ephemeral range: a collector stopped for
+// an outage and started again takes the same port, and a port of the
+// ephemeral range freed meanwhile may become any outgoing connection's
+// (on a busy machine, one did). Below the range only a listener that asks
+// for that very port can take it.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := ephemeralLow()
+	for range 100 {
+		port := 10000 + rand.IntN(max(low-10000, 1))
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken: another
+		}
+		_ = l.Close()
+		return port
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port between 10000 and %d", low)
+	return 0
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), 32768 where it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= 10000 {
+		return 32768
+	}
+	return low
 }
 
 // eventually waits for f, up to limit, polling.
