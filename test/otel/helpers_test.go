@@ -77,7 +77,9 @@ func require(t testing.TB) {
 // an outage and started again takes the same port, and a port of the
 // ephemeral range freed meanwhile may become any outgoing connection's
 // (on a busy machine, one did). Below the range only a listener that asks
-// for that very port can take it.
+// for that very port can take it. (internal/testing/freeport does the
+// same for the root module's harnesses; this module requires nothing of
+// the root module's.)
 func freePort(t testing.TB) int {
 	t.Helper()
 	low := ephemeralLow()

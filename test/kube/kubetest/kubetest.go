@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/plegkit/pleg/internal/testing/cachelock"
+	"github.com/plegkit/pleg/internal/testing/freeport"
 )
 
 // apiServerPkg is one of the tools this module's go.mod names: they keep
@@ -536,24 +537,11 @@ func waitFor(ctx context.Context, p *process, name string, ready func() error) e
 	}
 }
 
-// freePorts returns n loopback ports that were free a moment ago.
+// freePorts returns n loopback ports that were free a moment ago, below
+// the ephemeral range (an API server restarted for an outage takes its
+// port back).
 func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lis []net.Listener
-	defer func() {
-		for _, l := range lis {
-			_ = l.Close() // only held to reserve the port
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("kubetest: %w", err)
-		}
-		lis = append(lis, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+	return freeport.Pick(n)
 }
 
 // moduleDir is this module's directory: the first go.mod above the
