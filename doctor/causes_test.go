@@ -245,6 +245,26 @@ func TestLiveViewNamesTheCauseBeforeTheSymptom(t *testing.T) {
 	}
 }
 
+// On a host with more than one runtime (or a pod already gone), a stopped
+// shim this runtime does not name is listed after the one whose pod it
+// names, whatever the order the scan found them in.
+func TestStoppedShimOfThisRuntimeFirst(t *testing.T) {
+	r := fakeReport(fastPods(3)...)
+	r.Node = view(flavours[1])
+	other := proc(190, 1, "shim", "containerd-shim", "T", "do_signal_stop")
+	other.ID = "sb-elsewhere"
+	r.Node.Processes.List = append([]flightrec.Process{other}, r.Node.Processes.List...)
+	change(r.Node, 200, func(p *flightrec.Process) { p.State = "T" })
+	r.names = podNames{"sb-web": {UID: "u1", Name: "web-0", Namespace: "shop"}}
+	assess(r)
+	if f := r.Findings[0]; f.ID != "shim-stopped" || !strings.Contains(f.Title, "of pod shop/web-0") {
+		t.Errorf("first %+v: want the shim of this runtime's pod", f)
+	}
+	if f := r.Findings[1]; f.ID != "shim-stopped" || !strings.Contains(f.Title, "(pid 190)") {
+		t.Errorf("second %+v: want the other shim after it", f)
+	}
+}
+
 // Thousands of exited containers are the cause of the slow relists
 // beside them, ranked first even where the node's CPUs are saturated (as
 // relisting them saturates them).

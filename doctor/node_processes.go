@@ -26,7 +26,10 @@ func frozen(p flightrec.Process) bool { return p.State == "D" && waitKind(p.WCha
 // stopped (T, or t under a debugger) or frozen: they answer nothing, and
 // nothing but a person or a tool puts them there.
 func (v *nodeView) stopped() []Finding {
-	var out []Finding
+	// A stopped shim whose pod the runtime under diagnosis names comes
+	// before one it does not name: that one may be another runtime's on
+	// the same host, or a pod already gone.
+	var out, unnamed []Finding
 	for _, p := range v.processes() {
 		isStopped := p.State == "T" || p.State == "t"
 		if !isStopped && !frozen(p) {
@@ -62,10 +65,14 @@ func (v *nodeView) stopped() []Finding {
 			ev = append(ev, "the kubelet's sync loop and its PLEG are stopped with it: the node goes NotReady when its "+
 				"lease expires")
 		}
-		out = append(out, Finding{ID: id, Severity: Critical, cause: true, Evidence: ev, Action: action,
-			Title: v.who(p) + " " + how})
+		f := Finding{ID: id, Severity: Critical, cause: true, Evidence: ev, Action: action, Title: v.who(p) + " " + how}
+		if p.Role == flightrec.RoleShim && !strings.HasPrefix(v.ofPod(p), " of pod ") {
+			unnamed = append(unnamed, f)
+			continue
+		}
+		out = append(out, f)
 	}
-	return out
+	return append(out, unnamed...)
 }
 
 // notRunning finds no runtime process at all on a node whose runtime
