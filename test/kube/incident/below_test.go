@@ -316,15 +316,7 @@ exec "` + filepath.Join(plugins, "bridge") + `" "$@"
 // ensureNamespace creates the node's workload namespace and waits for its
 // default service account.
 func (f *fault) ensureNamespace(ctx context.Context) error {
-	cs := f.env.cl.CS
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns()}},
-		metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
-		return err
-	}
-	return kubetest.WaitFor(ctx, "the namespace's default service account", func() (bool, error) {
-		_, err := cs.CoreV1().ServiceAccounts(f.ns()).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
+	return kubetest.EnsureNamespace(ctx, f.env.cl.CS, f.ns())
 }
 
 // pidsExhausted: PID exhaustion from a bounded fork pod without a PID

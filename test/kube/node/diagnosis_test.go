@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,22 +60,8 @@ func (c *cluster) diagnosisWithTheRuntimeStopped(t *testing.T, ctx context.Conte
 		}
 	}
 
-	pid := c.runtime.Pid()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Now()
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Error(err)
-			}
-		}
-	}
+	thaw, stopped := c.stopRuntime(t)
 	defer thaw()
-	t.Cleanup(thaw) // whatever happens, even a Fatal in a helper
 
 	// The recorder sees containerd stopped (T) on two looks 5 s apart. The
 	// state directory keeps the recordings of the steps before (the

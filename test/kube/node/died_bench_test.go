@@ -19,7 +19,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -242,14 +241,7 @@ func watchPleg(b *testing.B, in *runtimetest.Instance) *arrivals {
 // service account, which admission wants of every pod.
 func (c *cluster) diedNamespace(b *testing.B, ctx context.Context) {
 	b.Helper()
-	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: diedNS}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		b.Fatal(err)
-	}
-	if err := kubetest.WaitFor(ctx, "the namespace's default service account", func() (bool, error) {
-		_, err := c.cs.CoreV1().ServiceAccounts(diedNS).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, err
-	}); err != nil {
+	if err := kubetest.EnsureNamespace(ctx, c.cs, diedNS); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -371,24 +372,29 @@ func (c *cluster) rollingUpdate(t *testing.T, ctx context.Context, img image, in
 	t.Logf("rollout from %s to %s: %d events followed, no Gap", old.Name, cur.Name, len(evs))
 }
 
-// runtimeFrozen freezes containerd and checks that pleg's condition turns
-// on with an event and clears when containerd runs again, before the
-// kubelet's own PLEG would be unhealthy.
-func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
+// stopRuntime stops containerd (SIGSTOP) and returns what resumes it, at
+// most once, and when it stopped. The test's cleanup resumes it whatever
+// happens, even a Fatal in a helper.
+func (c *cluster) stopRuntime(t *testing.T) (resume func(), at time.Time) {
 	pid := c.runtime.Pid()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	frozen := time.Now()
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Error(err)
-			}
+	at = time.Now()
+	resume = sync.OnceFunc(func() {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Error(err)
 		}
-	}
+	})
+	t.Cleanup(resume)
+	return resume, at
+}
+
+// runtimeFrozen freezes containerd and checks that pleg's condition turns
+// on with an event and clears when containerd runs again, before the
+// kubelet's own PLEG would be unhealthy.
+func (c *cluster) runtimeFrozen(t *testing.T, ctx context.Context) {
+	thaw, frozen := c.stopRuntime(t)
 	defer thaw()
 	var reason string
 	if err := kubetest.WaitFor(ctx, "PLEGDegraded True", func() (bool, error) {

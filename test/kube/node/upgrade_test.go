@@ -18,7 +18,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/plegkit/pleg/api"
@@ -325,16 +324,7 @@ func (c *cluster) checkPreviousHistory(t *testing.T, ctx context.Context, in ins
 // waits for its default service account.
 func (c *cluster) workNamespace(t *testing.T, ctx context.Context) {
 	t.Helper()
-	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: work}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	// The controller manager gives the namespace its default service
-	// account, which admission wants of every pod.
-	if err := kubetest.WaitFor(ctx, "the namespace's default service account", func() (bool, error) {
-		_, err := c.cs.CoreV1().ServiceAccounts(work).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, err
-	}); err != nil {
+	if err := kubetest.EnsureNamespace(ctx, c.cs, work); err != nil {
 		t.Fatal(err)
 	}
 }
